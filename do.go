@@ -1,0 +1,99 @@
+package rebound
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+var (
+	errNilStrategy = errors.New("rebound: nil Strategy")
+	errNilOp       = errors.New("rebound: nil operation")
+)
+
+// Do calls op until it succeeds or s refuses another attempt, following the
+// Smithy retry loop:
+//
+//   - If s cannot give an initial token, op is called once, without retries,
+//     and its error returned as is.
+//   - Before each attempt Do waits the token's delay (the initial token's
+//     too) on the strategy's clock (see [Policy.Clock]; the real clock for
+//     strategies without one). It never sleeps past ctx's deadline: a delay
+//     that would reach it ends the loop with [ErrDeadline] at once.
+//   - An attempt that fails after ctx is done is not retried: the caller's
+//     cancellation is final.
+//
+// When retrying stops, Do returns an [*Error] that unwraps to the last
+// attempt's error and to the reason (a sentinel such as
+// [ErrAttemptsExhausted], the strategy's own error, or context.Cause(ctx)).
+// A nil s or op is an error; op is not called.
+func Do(ctx context.Context, s Strategy, op func(context.Context) error) error {
+	if op == nil {
+		return errNilOp
+	}
+	_, err := DoValue(ctx, s, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, op(ctx)
+	})
+	return err
+}
+
+// DoValue is [Do] for an operation that returns a value. The value of the
+// successful attempt is returned; on failure the zero value.
+func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if s == nil {
+		return zero, errNilStrategy
+	}
+	if op == nil {
+		return zero, errNilOp
+	}
+	tok, err := s.AcquireInitialToken(ctx)
+	if err != nil || tok == nil {
+		return op(ctx)
+	}
+	var last error
+	for attempts := 0; ; {
+		if d := tok.Delay(); d > 0 {
+			if werr := wait(ctx, clockOf(s), d); werr != nil {
+				return zero, &Error{Err: last, Reason: werr, Attempts: attempts}
+			}
+		}
+		attempts++
+		v, err := op(ctx)
+		if err == nil {
+			// The attempt succeeded; a strategy that rejects its own token
+			// cannot change that.
+			_ = s.RecordSuccess(tok)
+			return v, nil
+		}
+		last = err
+		if ctx.Err() != nil {
+			return zero, &Error{Err: err, Reason: context.Cause(ctx), Attempts: attempts}
+		}
+		next, rerr := s.RefreshToken(ctx, tok, err)
+		if rerr != nil {
+			return zero, &Error{Err: err, Reason: rerr, Attempts: attempts}
+		}
+		if next == nil {
+			return zero, &Error{Err: err, Reason: ErrInvalidToken, Attempts: attempts}
+		}
+		tok = next
+	}
+}
+
+// wait sleeps d on c unless that would pass ctx's deadline (then
+// ErrDeadline at once) or ctx ends first (then its cause). The timer is
+// stopped on every path.
+func wait(ctx context.Context, c Clock, d time.Duration) error {
+	if beyondDeadline(ctx, c, d) {
+		return ErrDeadline
+	}
+	t := c.NewTimer(d)
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		t.Stop()
+		return context.Cause(ctx)
+	}
+}

@@ -1,0 +1,28 @@
+// Package rebound is the protocol-agnostic retry engine shared by rebound's
+// front doors for grpc-go (grpcretry), connect-go (connectretry) and net/http
+// (httpretry).
+//
+// The engine follows the Smithy retry design: a [Strategy] hands out a
+// [Token] before the first attempt and refreshes it after each failure; the
+// token says how long to wait before the next attempt. [Do] and [DoValue] run
+// that loop. Two strategies are provided:
+//
+//   - [NewStandard], the Smithy/AWS "standard" strategy: exponential backoff
+//     with full jitter, a server retry-after hint as a minimum delay, and a
+//     [TokenBucket] retry budget.
+//   - [NewPolicy], the gRPC A6 retryPolicy: maxAttempts, exponential backoff
+//     random(0, min(initial*multiplier^(n-1), max)), retryable
+//     classification, exact server pushback that resets the exponent, and an
+//     A6 [Throttle].
+//
+// [Hedge] runs hedged attempts per the A6 hedgingPolicy.
+//
+// Errors describe themselves to strategies through [RetryInfo] (carried by
+// an error with a RetryInfo() RetryInfo method, see [Mark]) and [ErrorInfo].
+// When retrying stops, the returned [*Error] unwraps both to the last
+// attempt's error and to the reason (one of the Err… sentinels or the
+// context's cause).
+//
+// Time and randomness are injected: every strategy takes [WithClock] and
+// [WithRandom], so tests drive a fake clock instead of sleeping.
+package rebound

@@ -1,0 +1,230 @@
+package rebound
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reasons why retrying stopped. The [*Error] returned by [Do], [DoValue] and
+// [Hedge] unwraps to one of them (or to the context's cause), so callers can
+// test with errors.Is.
+var (
+	// ErrAttemptsExhausted: the maximum number of attempts was made.
+	ErrAttemptsExhausted = errors.New("rebound: attempts exhausted")
+	// ErrBudgetExhausted: the retry budget (a Throttle or TokenBucket) refused
+	// another attempt.
+	ErrBudgetExhausted = errors.New("rebound: retry budget exhausted")
+	// ErrPushback: the server said not to retry.
+	ErrPushback = errors.New("rebound: server pushback said not to retry")
+	// ErrNotRetryable: the attempt's error is not one that may be retried.
+	ErrNotRetryable = errors.New("rebound: error is not retryable")
+	// ErrDeadline: waiting for the next attempt would pass the context's
+	// deadline, so it was not made.
+	ErrDeadline = errors.New("rebound: next attempt would pass the deadline")
+	// ErrInvalidToken: a token was refreshed or recorded with a strategy that
+	// did not issue it, or a second time.
+	ErrInvalidToken = errors.New("rebound: token was not issued by this strategy or was already used")
+)
+
+// Error is returned when retrying stops without success. It carries the last
+// attempt's error and the reason retrying stopped; errors.Is and errors.As
+// see both.
+type Error struct {
+	// Err is the last attempt's error. It is nil only when no attempt ran
+	// (for example the context ended during the initial delay).
+	Err error
+	// Reason says why no further attempt was made: one of the Err…
+	// sentinels of this package, a strategy's own error, or the context's
+	// cause.
+	Reason error
+	// Attempts is the number of attempts made.
+	Attempts int
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("rebound: gave up after ")
+	b.WriteString(strconv.Itoa(e.Attempts))
+	if e.Attempts == 1 {
+		b.WriteString(" attempt (")
+	} else {
+		b.WriteString(" attempts (")
+	}
+	if e.Reason != nil {
+		b.WriteString(strings.TrimPrefix(e.Reason.Error(), "rebound: "))
+	}
+	b.WriteString(")")
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the last attempt's error and the reason.
+func (e *Error) Unwrap() []error {
+	switch {
+	case e.Err == nil:
+		return []error{e.Reason}
+	case e.Reason == nil:
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.Reason}
+}
+
+// Safety says whether an error may be retried (Smithy RetrySafety). The zero
+// value is SafetyNo: an error that says nothing is not retried, unless its
+// [ErrorInfo] blames the server.
+type Safety int8
+
+const (
+	// SafetyNo: retrying is not safe.
+	SafetyNo Safety = iota
+	// SafetyMaybe: not enough is known to tell.
+	SafetyMaybe
+	// SafetyYes: a retry is allowed (not promised).
+	SafetyYes
+)
+
+func (s Safety) String() string {
+	switch s {
+	case SafetyNo:
+		return "no"
+	case SafetyMaybe:
+		return "maybe"
+	case SafetyYes:
+		return "yes"
+	}
+	return "Safety(" + strconv.Itoa(int(s)) + ")"
+}
+
+// RetryInfo is what an error says about retrying it (Smithy RetryInfo). An
+// error carries one by having a method RetryInfo() RetryInfo; [Mark] and its
+// shorthands attach one to any error. The zero value means "not safe to
+// retry, no hints".
+type RetryInfo struct {
+	// Safety says whether a retry is allowed.
+	Safety Safety
+	// Throttle marks an error the server returned because of too many
+	// requests (HTTP 429, for example).
+	Throttle bool
+	// Timeout marks an error caused by the service not answering in time.
+	// The standard strategy charges more budget for it.
+	Timeout bool
+	// HasRetryAfter says RetryAfter holds a server hint.
+	HasRetryAfter bool
+	// RetryAfter is how long the server asked the client to wait. The
+	// standard strategy treats it as a minimum delay; the A6 policy treats
+	// it as gRPC pushback: retry after exactly that delay and reset the
+	// backoff exponent.
+	RetryAfter time.Duration
+	// ServerStop says the server asked the client not to retry at all (A6
+	// pushback that is negative or unparsable).
+	ServerStop bool
+}
+
+// Fault says who is at fault for an error (Smithy ErrorFault).
+type Fault int8
+
+const (
+	// FaultOther: not known to be either side's fault. It is the zero value.
+	FaultOther Fault = iota
+	// FaultClient: the client sent something wrong.
+	FaultClient
+	// FaultServer: the server failed.
+	FaultServer
+)
+
+func (f Fault) String() string {
+	switch f {
+	case FaultOther:
+		return "other"
+	case FaultClient:
+		return "client"
+	case FaultServer:
+		return "server"
+	}
+	return "Fault(" + strconv.Itoa(int(f)) + ")"
+}
+
+// ErrorInfo is implemented by errors that know whose fault they are (Smithy
+// ErrorInfo).
+type ErrorInfo interface {
+	Fault() Fault
+}
+
+// Classifier turns an attempt's error into what a strategy needs to decide.
+// It must be safe for concurrent use.
+type Classifier func(err error) RetryInfo
+
+type retryInfoer interface{ RetryInfo() RetryInfo }
+
+// Classify is the default [Classifier]. In order:
+//   - nil, context.Canceled and context.DeadlineExceeded are not retryable;
+//   - an error in the chain with a RetryInfo() RetryInfo method (the
+//     outermost one) decides;
+//   - a net.Error whose Timeout() is true is a timeout, safety maybe;
+//   - an [ErrorInfo] with [FaultServer] gives safety maybe, anything else no
+//     (Smithy: absent a retryable trait, client errors are NO and server
+//     errors MAYBE).
+func Classify(err error) RetryInfo {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return RetryInfo{}
+	}
+	var ri retryInfoer
+	if errors.As(err, &ri) {
+		return ri.RetryInfo()
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return RetryInfo{Safety: SafetyMaybe, Timeout: true}
+	}
+	if FaultOf(err) == FaultServer {
+		return RetryInfo{Safety: SafetyMaybe}
+	}
+	return RetryInfo{}
+}
+
+// FaultOf returns the fault of the first [ErrorInfo] in err's chain, or
+// FaultOther.
+func FaultOf(err error) Fault {
+	var ei ErrorInfo
+	if errors.As(err, &ei) {
+		return ei.Fault()
+	}
+	return FaultOther
+}
+
+// Mark returns err annotated with info; [Classify] finds it through any
+// further wrapping. Mark(nil, …) is nil.
+func Mark(err error, info RetryInfo) error {
+	if err == nil {
+		return nil
+	}
+	return &markedError{err: err, info: info}
+}
+
+// Retryable marks err as safe to retry.
+func Retryable(err error) error { return Mark(err, RetryInfo{Safety: SafetyYes}) }
+
+// Permanent marks err as never to be retried.
+func Permanent(err error) error { return Mark(err, RetryInfo{Safety: SafetyNo}) }
+
+// RetryAfter marks err as retryable no sooner than d (a server's hint).
+// A negative d is treated as 0.
+func RetryAfter(err error, d time.Duration) error {
+	return Mark(err, RetryInfo{Safety: SafetyYes, HasRetryAfter: true, RetryAfter: max(d, 0)})
+}
+
+type markedError struct {
+	err  error
+	info RetryInfo
+}
+
+func (m *markedError) Error() string        { return m.err.Error() }
+func (m *markedError) Unwrap() error        { return m.err }
+func (m *markedError) RetryInfo() RetryInfo { return m.info }

@@ -1,0 +1,262 @@
+package rebound_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/clocktest"
+)
+
+// hedgeRun drives Hedge with attempts the test finishes one by one.
+type hedgeRun struct {
+	t       *testing.T
+	clk     *clocktest.Clock
+	events  chan string
+	outcome [8]chan error
+	done    chan error
+	value   int
+}
+
+func startHedge(t *testing.T, ctx context.Context, p rebound.HedgePolicy, opts ...rebound.Option) *hedgeRun {
+	t.Helper()
+	r := &hedgeRun{t: t, clk: clocktest.New(), events: make(chan string, 64), done: make(chan error, 1)}
+	for i := range r.outcome {
+		r.outcome[i] = make(chan error, 1)
+	}
+	h, err := rebound.NewHedger(p, append([]rebound.Option{rebound.WithClock(r.clk)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		v, err := rebound.Hedge(ctx, h, func(ctx context.Context, n int) (int, error) {
+			r.events <- fmt.Sprint("start ", n)
+			select {
+			case err := <-r.outcome[n]:
+				return n, err
+			case <-ctx.Done():
+				r.events <- fmt.Sprint("cancel ", n)
+				return 0, ctx.Err()
+			}
+		})
+		r.value = v
+		r.done <- err
+	}()
+	return r
+}
+
+// expect reads the next events, in any order within the group.
+func (r *hedgeRun) expect(want ...string) {
+	r.t.Helper()
+	var got []string
+	for range want {
+		select {
+		case e := <-r.events:
+			got = append(got, e)
+		case <-time.After(10 * time.Second):
+			r.t.Fatalf("events %v, still waiting for %v", got, want)
+		}
+	}
+	slices.Sort(got)
+	w := slices.Clone(want)
+	slices.Sort(w)
+	if !slices.Equal(got, w) {
+		r.t.Fatalf("events %v, want %v", got, want)
+	}
+}
+
+func (r *hedgeRun) quiet() {
+	r.t.Helper()
+	select {
+	case e := <-r.events:
+		r.t.Fatalf("unexpected event %q", e)
+	default:
+	}
+}
+
+// advance waits until Hedge has armed its timer, then moves the clock.
+func (r *hedgeRun) advance(d time.Duration) {
+	r.t.Helper()
+	if !r.clk.WaitPending(1) {
+		r.t.Fatal("Hedge armed no timer")
+	}
+	r.clk.Advance(d)
+}
+
+func (r *hedgeRun) result() error {
+	r.t.Helper()
+	select {
+	case err := <-r.done:
+		return err
+	case <-time.After(10 * time.Second):
+		r.t.Fatal("Hedge did not return")
+		return nil
+	}
+}
+
+var hedgeDelay = 100 * time.Millisecond
+
+func TestHedgeScheduleAndWinner(t *testing.T) {
+	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 4, Delay: hedgeDelay})
+	r.expect("start 1")
+	r.clk.WaitPending(1)
+	r.clk.Advance(hedgeDelay - 1)
+	r.quiet()
+	r.clk.Advance(1)
+	r.expect("start 2")
+	r.advance(hedgeDelay)
+	r.expect("start 3")
+	r.outcome[2] <- nil
+	r.expect("cancel 1", "cancel 3")
+	if err := r.result(); err != nil || r.value != 2 {
+		t.Fatalf("Hedge = %d, %v, want attempt 2's value", r.value, err)
+	}
+	if r.clk.Pending() != 0 {
+		t.Fatal("a hedge timer outlived the call")
+	}
+}
+
+func TestHedgeNonFatalSendsNextAtOnce(t *testing.T) {
+	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 10, TokenRatio: 1})
+	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 3, Delay: hedgeDelay}, rebound.WithBudget(th))
+	r.expect("start 1")
+	r.clk.WaitPending(1)
+	r.clk.Advance(30 * time.Millisecond)
+	r.outcome[1] <- retryable(errFlaky)
+	r.expect("start 2")
+	// The next hedge is hedgingDelay after the shortcut, not after start.
+	r.clk.WaitPending(1)
+	r.clk.Advance(hedgeDelay - 30*time.Millisecond)
+	r.quiet()
+	r.clk.Advance(30 * time.Millisecond)
+	r.expect("start 3")
+	r.outcome[2] <- retryable(errFlaky)
+	r.outcome[3] <- retryable(errFlaky)
+	err := r.result()
+	var re *rebound.Error
+	if !errors.As(err, &re) || !errors.Is(err, rebound.ErrAttemptsExhausted) || re.Attempts != 3 {
+		t.Fatalf("Hedge = %v, want ErrAttemptsExhausted after 3 attempts", err)
+	}
+	if th.Tokens() != 7000 {
+		t.Fatalf("three non-fatal failures: tokens = %d, want 7000", th.Tokens())
+	}
+}
+
+func TestHedgeFatalCancelsAll(t *testing.T) {
+	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 10, TokenRatio: 1})
+	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 3, Delay: hedgeDelay}, rebound.WithBudget(th))
+	r.expect("start 1")
+	r.advance(hedgeDelay)
+	r.expect("start 2")
+	r.outcome[2] <- errBad
+	r.expect("cancel 1")
+	err := r.result()
+	if !errors.Is(err, errBad) || !errors.Is(err, rebound.ErrNotRetryable) {
+		t.Fatalf("Hedge = %v, want the fatal error", err)
+	}
+	if th.Tokens() != 10000 {
+		t.Fatalf("a fatal failure changed the throttle to %d", th.Tokens())
+	}
+	r.quiet()
+}
+
+func TestHedgePushback(t *testing.T) {
+	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 4, Delay: hedgeDelay})
+	r.expect("start 1")
+	r.clk.WaitCreated(1)
+	r.outcome[1] <- pushback(300 * time.Millisecond)
+	// The pending hedge moves to 300ms from now; later ones at 300ms+delay.
+	r.clk.WaitCreated(2)
+	r.clk.Advance(299 * time.Millisecond)
+	r.quiet()
+	r.clk.Advance(time.Millisecond)
+	r.expect("start 2")
+	r.advance(hedgeDelay)
+	r.expect("start 3")
+	stop := rebound.Mark(errFlaky, rebound.RetryInfo{Safety: rebound.SafetyYes, ServerStop: true})
+	r.outcome[3] <- stop
+	// No more hedges: the timer is gone; attempt 2 is still awaited.
+	r.clk.WaitPending(0)
+	r.quiet()
+	r.outcome[2] <- retryable(errFlaky)
+	err := r.result()
+	if !errors.Is(err, rebound.ErrPushback) {
+		t.Fatalf("Hedge = %v, want ErrPushback", err)
+	}
+	var re *rebound.Error
+	if errors.As(err, &re); re.Attempts != 3 {
+		t.Fatalf("attempts = %d, want 3", re.Attempts)
+	}
+}
+
+func TestHedgePushbackPastDeadline(t *testing.T) {
+	clk := clocktest.New()
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(time.Second))
+	defer cancel()
+	h, _ := rebound.NewHedger(rebound.HedgePolicy{MaxAttempts: 3, Delay: hedgeDelay}, rebound.WithClock(clk))
+	_, err := rebound.Hedge(ctx, h, func(ctx context.Context, n int) (int, error) { return 0, pushback(time.Hour) })
+	if !errors.Is(err, rebound.ErrDeadline) {
+		t.Fatalf("Hedge = %v, want ErrDeadline without waiting", err)
+	}
+}
+
+func TestHedgeThrottleBlocksHedges(t *testing.T) {
+	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 2, TokenRatio: 1})
+	th.RecordFailure() // 1 <= threshold 1: hedges refused.
+	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 3}, rebound.WithBudget(th))
+	r.expect("start 1") // the first attempt is always sent
+	r.quiet()
+	r.outcome[1] <- retryable(errFlaky)
+	if err := r.result(); !errors.Is(err, rebound.ErrBudgetExhausted) {
+		t.Fatalf("Hedge = %v, want ErrBudgetExhausted", err)
+	}
+}
+
+func TestHedgeZeroDelaySendsAll(t *testing.T) {
+	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 3})
+	r.expect("start 1", "start 2", "start 3")
+	if r.clk.Pending() != 0 {
+		t.Fatal("timer armed with zero delay")
+	}
+	r.outcome[3] <- nil
+	r.expect("cancel 1", "cancel 2")
+	if err := r.result(); err != nil || r.value != 3 {
+		t.Fatalf("Hedge = %d, %v", r.value, err)
+	}
+}
+
+func TestHedgeCallerCancels(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := startHedge(t, ctx, rebound.HedgePolicy{MaxAttempts: 3, Delay: hedgeDelay})
+	r.expect("start 1")
+	r.advance(hedgeDelay)
+	r.expect("start 2")
+	cancel()
+	r.expect("cancel 1", "cancel 2")
+	if err := r.result(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Hedge = %v, want context.Canceled", err)
+	}
+	if r.clk.Pending() != 0 {
+		t.Fatal("timer outlived the call")
+	}
+}
+
+func TestHedgeDelayFunc(t *testing.T) {
+	calls := 0
+	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 2, Delay: time.Hour, DelayFunc: func() time.Duration {
+		calls++
+		return 5 * time.Millisecond
+	}})
+	r.expect("start 1")
+	r.advance(5 * time.Millisecond)
+	r.expect("start 2")
+	r.outcome[1] <- nil
+	r.expect("cancel 2")
+	if err := r.result(); err != nil || calls != 1 {
+		t.Fatalf("Hedge = %v with %d DelayFunc calls", err, calls)
+	}
+}

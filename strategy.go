@@ -1,0 +1,292 @@
+package rebound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Strategy decides whether and when a failed request is tried again (Smithy
+// RetryStrategy). It keeps no per-request state: that lives in the [Token]s
+// it hands out. Implementations must be safe for concurrent use.
+type Strategy interface {
+	// AcquireInitialToken is called before the first attempt. If it fails,
+	// the request is attempted once without retries.
+	AcquireInitialToken(ctx context.Context) (Token, error)
+	// RefreshToken is called after a failed attempt with that attempt's
+	// token and error. It returns the token for the next attempt, or an
+	// error saying why there is none. A token not issued by this strategy,
+	// or already refreshed or recorded, gives [ErrInvalidToken].
+	RefreshToken(ctx context.Context, t Token, err error) (Token, error)
+	// RecordSuccess is called after a successful attempt with its token.
+	// The same token rules apply as for RefreshToken.
+	RecordSuccess(t Token) error
+}
+
+// Token is the state of one request between attempts (Smithy RetryToken).
+type Token interface {
+	// Delay is how long to wait before the attempt this token admits.
+	Delay() time.Duration
+	// Attempt is the 1-based number of the attempt this token admits.
+	Attempt() int
+}
+
+// Option configures a strategy or a [Hedger].
+type Option interface{ apply(*settings) }
+
+type optionFunc func(*settings)
+
+func (f optionFunc) apply(s *settings) { f(s) }
+
+type settings struct {
+	maxAttempts int
+	backoff     Backoff
+	budget      Budget
+	classify    Classifier
+	clock       Clock
+	random      Random
+}
+
+// WithMaxAttempts sets the maximum number of attempts, the first included.
+// It must be >= 1.
+func WithMaxAttempts(n int) Option { return optionFunc(func(s *settings) { s.maxAttempts = n }) }
+
+// WithBackoff sets the backoff between retries.
+func WithBackoff(b Backoff) Option { return optionFunc(func(s *settings) { s.backoff = b }) }
+
+// WithBudget sets the budget shared by every request of the strategy; nil
+// means no budget.
+func WithBudget(b Budget) Option { return optionFunc(func(s *settings) { s.budget = b }) }
+
+// WithClassifier sets how attempt errors are classified; the default is
+// [Classify].
+func WithClassifier(c Classifier) Option { return optionFunc(func(s *settings) { s.classify = c }) }
+
+// WithClock sets the clock used for delays and deadlines.
+func WithClock(c Clock) Option { return optionFunc(func(s *settings) { s.clock = c }) }
+
+// WithRandom sets the source of jitter.
+func WithRandom(r Random) Option { return optionFunc(func(s *settings) { s.random = r }) }
+
+func (s *settings) build(opts []Option) error {
+	for _, o := range opts {
+		if o == nil {
+			return errors.New("rebound: nil Option")
+		}
+		o.apply(s)
+	}
+	if s.maxAttempts < 1 {
+		return fmt.Errorf("rebound: max attempts must be >= 1, got %d", s.maxAttempts)
+	}
+	if err := s.backoff.Validate(); err != nil {
+		return err
+	}
+	if s.classify == nil {
+		s.classify = Classify
+	}
+	if s.clock == nil {
+		s.clock = realClock{}
+	}
+	if s.random == nil {
+		s.random = globalRandom{}
+	}
+	return nil
+}
+
+// token is the Token of both built-in strategies.
+type token struct {
+	owner   any
+	attempt int           // the attempt this token admits, from 1
+	retry   int           // retries since the last pushback, for the exponent
+	delay   time.Duration // wait before the attempt
+	used    atomic.Bool
+}
+
+func (t *token) Delay() time.Duration { return t.delay }
+func (t *token) Attempt() int         { return t.attempt }
+
+// claim checks that t was issued by owner and marks it used.
+func claim(owner any, t Token) (*token, error) {
+	tk, ok := t.(*token)
+	if !ok || tk == nil || tk.owner != owner || !tk.used.CompareAndSwap(false, true) {
+		return nil, ErrInvalidToken
+	}
+	return tk, nil
+}
+
+// beyondDeadline reports whether waiting d from now would reach ctx's
+// deadline.
+func beyondDeadline(ctx context.Context, c Clock, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !c.Now().Add(d).Before(dl)
+}
+
+// Standard is the Smithy/AWS "standard" retry strategy: up to 5 attempts,
+// exponential backoff with full jitter capped at 20s, a server retry-after
+// hint used as a minimum delay, and a [TokenBucket] that every retry pays
+// into (timeouts pay double). A Standard is safe for concurrent use; share
+// one per client so that its bucket sees all traffic.
+type Standard struct {
+	s settings
+}
+
+// NewStandard returns the standard strategy. Without options it uses 5
+// attempts, [DefaultBackoff] and its own [TokenBucket] with
+// [DefaultTokenBucket].
+func NewStandard(opts ...Option) (*Standard, error) {
+	bucket, _ := NewTokenBucket(DefaultTokenBucket)
+	st := &Standard{s: settings{maxAttempts: 5, backoff: DefaultBackoff, budget: bucket}}
+	if err := st.s.build(opts); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// AcquireInitialToken returns a token for the first attempt, with no delay.
+// It never fails: the first attempt is always made.
+func (st *Standard) AcquireInitialToken(context.Context) (Token, error) {
+	return &token{owner: st, attempt: 1}, nil
+}
+
+// RefreshToken admits a retry when attempts remain, the error is retryable
+// (its RetryInfo safety is not "no", or it has none but is the server's
+// fault), and the budget pays for it.
+func (st *Standard) RefreshToken(ctx context.Context, t Token, err error) (Token, error) {
+	tk, cerr := claim(st, t)
+	if cerr != nil {
+		return nil, cerr
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	if tk.attempt >= st.s.maxAttempts {
+		return nil, ErrAttemptsExhausted
+	}
+	info := st.s.classify(err)
+	if info.ServerStop {
+		return nil, ErrPushback
+	}
+	if info.Safety == SafetyNo {
+		return nil, ErrNotRetryable
+	}
+	delay := st.s.backoff.Delay(tk.attempt, st.s.random.Float64())
+	if info.HasRetryAfter && info.RetryAfter > delay {
+		delay = info.RetryAfter
+	}
+	if beyondDeadline(ctx, st.s.clock, delay) {
+		return nil, ErrDeadline
+	}
+	if st.s.budget != nil && !st.s.budget.Allow(info.Timeout) {
+		return nil, ErrBudgetExhausted
+	}
+	return &token{owner: st, attempt: tk.attempt + 1, delay: delay}, nil
+}
+
+// RecordSuccess refills the budget.
+func (st *Standard) RecordSuccess(t Token) error {
+	if _, err := claim(st, t); err != nil {
+		return err
+	}
+	if st.s.budget != nil {
+		st.s.budget.RecordSuccess()
+	}
+	return nil
+}
+
+// Clock returns the strategy's clock; [Do] waits on it.
+func (st *Standard) Clock() Clock { return st.s.clock }
+
+// RetryPolicy is A6's retryPolicy.
+type RetryPolicy struct {
+	// MaxAttempts counts every attempt, the first included. Must be >= 1.
+	MaxAttempts int
+	// Backoff sets the delays between attempts.
+	Backoff Backoff
+}
+
+// Policy is a [Strategy] with the semantics of A6's retryPolicy: an attempt
+// is retried only when the classifier says [SafetyYes] (a retryable status
+// code), after random(0, min(initial*multiplier^(n-1), max)); a server
+// pushback (RetryInfo.HasRetryAfter) sets exactly the delay and resets the
+// exponent; a pushback "stop" (RetryInfo.ServerStop) ends the call. With a
+// [Throttle] budget every retryable failure and every pushback "stop" takes
+// a token, and retries are made only while the throttle allows. A Policy is
+// safe for concurrent use.
+type Policy struct {
+	s settings
+}
+
+// NewPolicy returns the A6 retry strategy for p; options may add a budget, a
+// classifier, a clock and a random source, or override p's fields.
+func NewPolicy(p RetryPolicy, opts ...Option) (*Policy, error) {
+	pol := &Policy{s: settings{maxAttempts: p.MaxAttempts, backoff: p.Backoff}}
+	if err := pol.s.build(opts); err != nil {
+		return nil, err
+	}
+	return pol, nil
+}
+
+// AcquireInitialToken returns a token for the first attempt, with no delay.
+func (p *Policy) AcquireInitialToken(context.Context) (Token, error) {
+	return &token{owner: p, attempt: 1}, nil
+}
+
+// RefreshToken applies A6: count the failure against the budget when it
+// qualifies, then stop on pushback "stop", a non-retryable error, exhausted
+// attempts, a refusing budget or a delay past the deadline; otherwise admit
+// the next attempt.
+func (p *Policy) RefreshToken(ctx context.Context, t Token, err error) (Token, error) {
+	tk, cerr := claim(p, t)
+	if cerr != nil {
+		return nil, cerr
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	info := p.s.classify(err)
+	qualifies := info.Safety == SafetyYes || info.ServerStop
+	if qualifies && p.s.budget != nil {
+		p.s.budget.RecordFailure()
+	}
+	switch {
+	case info.ServerStop:
+		return nil, ErrPushback
+	case info.Safety != SafetyYes:
+		return nil, ErrNotRetryable
+	case tk.attempt >= p.s.maxAttempts:
+		return nil, ErrAttemptsExhausted
+	}
+	next := &token{owner: p, attempt: tk.attempt + 1}
+	if info.HasRetryAfter {
+		next.delay = info.RetryAfter
+	} else {
+		next.retry = tk.retry + 1
+		next.delay = p.s.backoff.Delay(next.retry, p.s.random.Float64())
+	}
+	if beyondDeadline(ctx, p.s.clock, next.delay) {
+		return nil, ErrDeadline
+	}
+	if p.s.budget != nil && !p.s.budget.Allow(info.Timeout) {
+		return nil, ErrBudgetExhausted
+	}
+	return next, nil
+}
+
+// RecordSuccess credits the budget.
+func (p *Policy) RecordSuccess(t Token) error {
+	if _, err := claim(p, t); err != nil {
+		return err
+	}
+	if p.s.budget != nil {
+		p.s.budget.RecordSuccess()
+	}
+	return nil
+}
+
+// Clock returns the policy's clock; [Do] waits on it.
+func (p *Policy) Clock() Clock { return p.s.clock }
+
+// MaxAttempts returns the maximum number of attempts.
+func (p *Policy) MaxAttempts() int { return p.s.maxAttempts }
