@@ -175,7 +175,7 @@ func TestDoStandard(t *testing.T) {
 
 type serverFault struct{}
 
-func (serverFault) Error() string         { return "server fault" }
+func (serverFault) Error() string        { return "server fault" }
 func (serverFault) Fault() rebound.Fault { return rebound.FaultServer }
 
 func TestStandardRetriesServerFault(t *testing.T) {
