@@ -1,10 +1,13 @@
 package rebound_test
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/clocktest"
 )
 
 func TestThrottleTrace(t *testing.T) {
@@ -158,5 +161,16 @@ func TestNewTokenBucketRejects(t *testing.T) {
 		if _, err := rebound.NewTokenBucket(c); err == nil {
 			t.Errorf("NewTokenBucket(%+v) = nil error", c)
 		}
+	}
+}
+
+func TestStandardWithThrottle(t *testing.T) {
+	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 4, TokenRatio: 1})
+	s, _ := rebound.NewStandard(rebound.WithBudget(th), rebound.WithClock(clocktest.NewAuto()))
+	calls := 0
+	err := rebound.Do(context.Background(), s, func(context.Context) error { calls++; return rebound.Retryable(errFlaky) })
+	// 4→3 retry, 3→2 at the threshold: refused.
+	if !errors.Is(err, rebound.ErrBudgetExhausted) || calls != 2 || th.Tokens() != 2000 {
+		t.Fatalf("Do = %v after %d calls, tokens %d; want budget exhausted after 2, 2000", err, calls, th.Tokens())
 	}
 }

@@ -74,6 +74,8 @@ func TestDoPolicyRules(t *testing.T) {
 		{name: "pushback exact delay resets exponent", max: 5,
 			errs:  []error{retryable(errFlaky), retryable(errFlaky), pushback(777 * ms), retryable(errFlaky)},
 			calls: 5, sleeps: []time.Duration{50 * ms, 100 * ms, 777 * ms, 50 * ms}},
+		{name: "committed", max: 3, errs: []error{rebound.Mark(errFlaky, rebound.RetryInfo{Safety: rebound.SafetyYes, Committed: true})},
+			calls: 1, reason: rebound.ErrCommitted, attempts: 1},
 		{name: "pushback zero retries at once", max: 2, errs: []error{pushback(0)}, calls: 2},
 		{name: "pushback ignored when attempts are exhausted", max: 2, errs: []error{retryable(errFlaky), pushback(ms)},
 			calls: 2, reason: rebound.ErrAttemptsExhausted, sleeps: []time.Duration{50 * ms}, attempts: 2},

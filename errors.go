@@ -22,6 +22,9 @@ var (
 	ErrPushback = errors.New("rebound: server pushback said not to retry")
 	// ErrNotRetryable: the attempt's error is not one that may be retried.
 	ErrNotRetryable = errors.New("rebound: error is not retryable")
+	// ErrCommitted: the call was committed (A6: a response had started, or
+	// the request outgrew the replay buffer), so it cannot be replayed.
+	ErrCommitted = errors.New("rebound: call committed")
 	// ErrDeadline: waiting for the next attempt would pass the context's
 	// deadline, so it was not made.
 	ErrDeadline = errors.New("rebound: next attempt would pass the deadline")
@@ -125,6 +128,10 @@ type RetryInfo struct {
 	// ServerStop says the server asked the client not to retry at all (A6
 	// pushback that is negative or unparsable).
 	ServerStop bool
+	// Committed says the request can no longer be replayed: its response
+	// had started, or its body outgrew the replay buffer (A6 "When Retries
+	// are Valid"). No strategy retries a committed request.
+	Committed bool
 }
 
 // Fault says who is at fault for an error (Smithy ErrorFault).

@@ -74,7 +74,12 @@ var errNilHedger = errors.New("rebound: nil Hedger")
 //   - When every attempt has failed, Hedge returns after the last one ended,
 //     with an [*Error] for the last failure.
 //
-// No goroutine or timer started by Hedge outlives the call.
+// Every attempt's context, the winner's included, is cancelled when Hedge
+// returns: an op whose result stays in use afterwards (a response body to be
+// read, say) must give its attempt a context of its own. The values of
+// losing attempts are dropped; an op that holds resources must release them
+// itself when its context is cancelled. No goroutine or timer started by
+// Hedge outlives the call.
 func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, attempt int) (T, error)) (T, error) {
 	var zero T
 	if h == nil {
@@ -179,6 +184,11 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 			if info.Safety != SafetyYes && !info.ServerStop {
 				finish()
 				return zero, &Error{Err: last, Reason: ErrNotRetryable, Attempts: sent}
+			}
+			if info.Committed {
+				// This attempt's response had started: it is the answer.
+				finish()
+				return zero, &Error{Err: last, Reason: ErrCommitted, Attempts: sent}
 			}
 			if h.s.budget != nil {
 				h.s.budget.RecordFailure()

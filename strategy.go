@@ -152,7 +152,9 @@ func (st *Standard) AcquireInitialToken(context.Context) (Token, error) {
 
 // RefreshToken admits a retry when attempts remain, the error is retryable
 // (its RetryInfo safety is not "no", or it has none but is the server's
-// fault), and the budget pays for it.
+// fault), and the budget pays for it. A retryable failure or a pushback
+// "stop" is recorded with the budget first, so an A6 [Throttle] works here
+// as it does under [Policy].
 func (st *Standard) RefreshToken(ctx context.Context, t Token, err error) (Token, error) {
 	tk, cerr := claim(st, t)
 	if cerr != nil {
@@ -161,15 +163,19 @@ func (st *Standard) RefreshToken(ctx context.Context, t Token, err error) (Token
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
-	if tk.attempt >= st.s.maxAttempts {
-		return nil, ErrAttemptsExhausted
-	}
 	info := st.s.classify(err)
-	if info.ServerStop {
-		return nil, ErrPushback
+	if (info.Safety != SafetyNo || info.ServerStop) && st.s.budget != nil {
+		st.s.budget.RecordFailure()
 	}
-	if info.Safety == SafetyNo {
+	switch {
+	case info.ServerStop:
+		return nil, ErrPushback
+	case info.Committed:
+		return nil, ErrCommitted
+	case info.Safety == SafetyNo:
 		return nil, ErrNotRetryable
+	case tk.attempt >= st.s.maxAttempts:
+		return nil, ErrAttemptsExhausted
 	}
 	delay := st.s.backoff.Delay(tk.attempt, st.s.random.Float64())
 	if info.HasRetryAfter && info.RetryAfter > delay {
@@ -234,7 +240,8 @@ func (p *Policy) AcquireInitialToken(context.Context) (Token, error) {
 }
 
 // RefreshToken applies A6: count the failure against the budget when it
-// qualifies, then stop on pushback "stop", a non-retryable error, exhausted
+// qualifies, then stop on pushback "stop", a committed call, a
+// non-retryable error, exhausted
 // attempts, a refusing budget or a delay past the deadline; otherwise admit
 // the next attempt.
 func (p *Policy) RefreshToken(ctx context.Context, t Token, err error) (Token, error) {
@@ -253,6 +260,8 @@ func (p *Policy) RefreshToken(ctx context.Context, t Token, err error) (Token, e
 	switch {
 	case info.ServerStop:
 		return nil, ErrPushback
+	case info.Committed:
+		return nil, ErrCommitted
 	case info.Safety != SafetyYes:
 		return nil, ErrNotRetryable
 	case tk.attempt >= p.s.maxAttempts:

@@ -7,7 +7,8 @@
 //
 // Commands:
 //
-//	demo    run retry policies against an in-process flaky service
+//	demo      run retry policies against an in-process flaky service
+//	validate  check gRPC service config files (gRFC A6) and show each method's policy
 package main
 
 import (
@@ -27,7 +28,8 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"demo": {"run retry policies against an in-process flaky service", runDemo},
+	"demo":     {"run retry policies against an in-process flaky service", runDemo},
+	"validate": {"check gRPC service config files (gRFC A6) and show each method's policy", runValidate},
 }
 
 func main() {

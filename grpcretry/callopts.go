@@ -1,0 +1,47 @@
+package grpcretry
+
+import (
+	"context"
+	"strconv"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/rebound-go/rebound/internal/a6"
+)
+
+// AttemptsCallOption is the [grpc.CallOption] made by [Attempts].
+type AttemptsCallOption struct {
+	grpc.EmptyCallOption
+	// N receives the number of attempts the call made.
+	N *int
+}
+
+// Attempts returns a call option that stores in *n how many attempts the
+// call made, hedges included, once it returns (1 when it was not retried).
+func Attempts(n *int) grpc.CallOption { return AttemptsCallOption{N: n} }
+
+func attemptsOut(opts []grpc.CallOption) *int {
+	for _, o := range opts {
+		if a, ok := o.(AttemptsCallOption); ok && a.N != nil {
+			return a.N
+		}
+	}
+	return nil
+}
+
+// PreviousAttempts returns, in a server handler, the number of attempts of
+// this call that came before this one, from the grpc-previous-rpc-attempts
+// header: 0 on the first attempt or when the header is missing or invalid.
+func PreviousAttempts(ctx context.Context) int {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md[a6.PreviousAttemptsHeader]
+	if len(v) != 1 {
+		return 0
+	}
+	n, err := strconv.Atoi(v[0])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}

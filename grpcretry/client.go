@@ -1,0 +1,206 @@
+package grpcretry
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+// Client holds the retry state of the connections it is installed on: the
+// service config, the options, and the throttle of each server name. Make
+// one with [New] and install it with [Client.DialOptions], or use
+// [DialOptions]. A Client is safe for concurrent use and may be installed on
+// many ClientConns.
+type Client struct {
+	cfg  *serviceconfig.Config
+	opts options
+
+	last    atomic.Pointer[target] // the target of the latest call
+	targets sync.Map               // *grpc.ClientConn -> *target
+}
+
+// target is the retry state of one ClientConn.
+type target struct {
+	cc       *grpc.ClientConn
+	throttle *rebound.Throttle // nil without retryThrottling
+	err      error             // why the throttle could not be made
+	policies sync.Map          // *serviceconfig.MethodConfig -> *policyEntry
+}
+
+// policyEntry is the strategy of one method config on one target: retry or
+// hedge is set (or err).
+type policyEntry struct {
+	retry *rebound.Policy
+	hedge *rebound.Hedger
+	err   error
+}
+
+// New returns a Client for cfg, or an error naming the first invalid option.
+// A nil cfg configures no policy: calls are made once.
+func New(cfg *serviceconfig.Config, opts ...Option) (*Client, error) {
+	o := buildOptions(opts)
+	if o.err != nil {
+		return nil, o.err
+	}
+	if cfg == nil {
+		cfg = &serviceconfig.Config{}
+	}
+	return &Client{cfg: cfg, opts: o}, nil
+}
+
+// DialOptions installs rebound's retries on a ClientConn in one line:
+//
+//	conn, err := grpc.NewClient(target, append(grpcretry.DialOptions(cfg), creds)...)
+//
+// It returns the unary and stream interceptors of a [Client] for cfg and
+// grpc.WithDisableRetry(), so that grpc-go's own retries never stack on
+// rebound's. An invalid option does not panic: every call through the
+// returned interceptors then fails with codes.Internal and the option's
+// error; use [New] to see the error up front.
+func DialOptions(cfg *serviceconfig.Config, opts ...Option) []grpc.DialOption {
+	c, err := New(cfg, opts...)
+	if err != nil {
+		fail := status.Error(codes.Internal, err.Error())
+		return []grpc.DialOption{
+			grpc.WithDisableRetry(),
+			grpc.WithChainUnaryInterceptor(func(context.Context, string, any, any, *grpc.ClientConn, grpc.UnaryInvoker, ...grpc.CallOption) error {
+				return fail
+			}),
+			grpc.WithChainStreamInterceptor(func(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, grpc.Streamer, ...grpc.CallOption) (grpc.ClientStream, error) {
+				return nil, fail
+			}),
+		}
+	}
+	return c.DialOptions()
+}
+
+// DialOptions returns c's interceptors and grpc.WithDisableRetry().
+func (c *Client) DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithDisableRetry(),
+		grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()),
+		grpc.WithChainStreamInterceptor(c.StreamClientInterceptor()),
+	}
+}
+
+// target returns the retry state of cc, made on first use.
+func (c *Client) target(cc *grpc.ClientConn) *target {
+	if t := c.last.Load(); t != nil && t.cc == cc {
+		return t
+	}
+	v, ok := c.targets.Load(cc)
+	if !ok {
+		t := &target{cc: cc}
+		t.throttle, t.err = a6.Throttle(c.serverName(cc), c.cfg.RetryThrottling)
+		v, _ = c.targets.LoadOrStore(cc, t)
+	}
+	t := v.(*target)
+	c.last.Store(t)
+	return t
+}
+
+// serverName is the name throttling is kept under.
+func (c *Client) serverName(cc *grpc.ClientConn) string {
+	if c.opts.serverName != "" {
+		return c.opts.serverName
+	}
+	if cc == nil {
+		return ""
+	}
+	return endpoint(cc.CanonicalTarget())
+}
+
+// endpoint returns the endpoint of a canonical target such as
+// "dns:///host:443" (host:443).
+func endpoint(target string) string {
+	u, err := url.Parse(target)
+	if err != nil {
+		return target
+	}
+	if u.Opaque != "" {
+		return u.Opaque
+	}
+	if p := strings.TrimPrefix(u.Path, "/"); p != "" {
+		return p
+	}
+	return u.Host
+}
+
+// policy returns the strategy for mc on t, made on first use.
+func (c *Client) policy(t *target, mc *serviceconfig.MethodConfig) *policyEntry {
+	if v, ok := t.policies.Load(mc); ok {
+		return v.(*policyEntry)
+	}
+	e := &policyEntry{err: t.err}
+	if e.err == nil {
+		opts := []rebound.Option{rebound.WithClassifier(rebound.Classify)}
+		if t.throttle != nil {
+			opts = append(opts, rebound.WithBudget(t.throttle))
+		}
+		if c.opts.clock != nil {
+			opts = append(opts, rebound.WithClock(c.opts.clock))
+		}
+		if c.opts.random != nil {
+			opts = append(opts, rebound.WithRandom(c.opts.random))
+		}
+		switch {
+		case mc.RetryPolicy != nil:
+			e.retry, e.err = rebound.NewPolicy(rebound.RetryPolicy{
+				MaxAttempts: mc.RetryPolicy.Attempts(c.opts.maxAttempts),
+				Backoff:     a6.Backoff(mc.RetryPolicy),
+			}, opts...)
+		case mc.HedgingPolicy != nil:
+			e.hedge, e.err = rebound.NewHedger(rebound.HedgePolicy{
+				MaxAttempts: mc.HedgingPolicy.Attempts(c.opts.maxAttempts),
+				Delay:       mc.HedgingPolicy.HedgingDelay,
+			}, opts...)
+		}
+	}
+	v, _ := t.policies.LoadOrStore(mc, e)
+	return v.(*policyEntry)
+}
+
+// callSettings applies mc's timeout, waitForReady and message limits to a
+// call: the timeout only when it is shorter than ctx's deadline, the call
+// options before the caller's own, which therefore win.
+func callSettings(ctx context.Context, mc *serviceconfig.MethodConfig, opts []grpc.CallOption) (context.Context, context.CancelFunc, []grpc.CallOption) {
+	cancel := context.CancelFunc(func() {})
+	if mc == nil {
+		return ctx, cancel, opts
+	}
+	if mc.Timeout > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > mc.Timeout {
+			ctx, cancel = context.WithTimeout(ctx, mc.Timeout)
+		}
+	}
+	if mc.WaitForReady == nil && mc.MaxRequestMessageBytes == nil && mc.MaxResponseMessageBytes == nil {
+		return ctx, cancel, opts
+	}
+	pre := make([]grpc.CallOption, 0, 3+len(opts))
+	if mc.WaitForReady != nil {
+		pre = append(pre, grpc.WaitForReady(*mc.WaitForReady))
+	}
+	if mc.MaxRequestMessageBytes != nil {
+		pre = append(pre, grpc.MaxCallSendMsgSize(clampInt(*mc.MaxRequestMessageBytes)))
+	}
+	if mc.MaxResponseMessageBytes != nil {
+		pre = append(pre, grpc.MaxCallRecvMsgSize(clampInt(*mc.MaxResponseMessageBytes)))
+	}
+	return ctx, cancel, append(pre, opts...)
+}
+
+func clampInt(v int64) int {
+	const maxInt = int64(^uint(0) >> 1)
+	return int(min(v, maxInt))
+}

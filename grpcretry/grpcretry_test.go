@@ -1,0 +1,465 @@
+package grpcretry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/grpcretry"
+	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/grpctest"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// retryConfig is a service config with a retry policy on the test service.
+func retryConfig(t testing.TB, maxAttempts int, codes string, extra string) *serviceconfig.Config {
+	t.Helper()
+	js := fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],"retryPolicy":{
+		"maxAttempts":%d,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,
+		"retryableStatusCodes":[%s]}}]%s}`, grpctest.Service, maxAttempts, codes, extra)
+	cfg, err := serviceconfig.Parse([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// failFirst fails the first n attempts with code, then answers OK.
+func failFirst(n int, code codes.Code) grpctest.Handlers {
+	return grpctest.Handlers{Unary: func(ctx context.Context, i int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		if i <= n {
+			return nil, status.Errorf(code, "attempt %d fails", i)
+		}
+		return &testpb.SimpleResponse{}, nil
+	}}
+}
+
+// client dials srv through rebound with a fake clock that records sleeps.
+func client(t testing.TB, srv *grpctest.Server, cfg *serviceconfig.Config, opts ...grpcretry.Option) (testpb.TestServiceClient, *clocktest.Clock) {
+	t.Helper()
+	clk := clocktest.NewAuto()
+	c, err := grpcretry.New(cfg, append([]grpcretry.Option{grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.5))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...)), clk
+}
+
+func previous(attempts []grpctest.Attempt) []int {
+	var p []int
+	for _, a := range attempts {
+		p = append(p, a.Previous)
+	}
+	return p
+}
+
+func TestRetryUntilSuccess(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(2, codes.Unavailable))
+	tc, clk := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""))
+	var n int
+	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.Attempts(&n)); err != nil {
+		t.Fatal(err)
+	}
+	if got := previous(srv.Attempts(grpctest.UnaryCall)); !slices.Equal(got, []int{-1, 1, 2}) {
+		t.Fatalf("server saw grpc-previous-rpc-attempts %v, want [absent 1 2]", got)
+	}
+	if n != 3 {
+		t.Fatalf("Attempts reported %d, want 3", n)
+	}
+	// random(0, 0.1s) then random(0, 0.2s), at 0.5.
+	if got := clk.Sleeps(); !slices.Equal(got, []time.Duration{50 * time.Millisecond, 100 * time.Millisecond}) {
+		t.Fatalf("backoff %v, want [50ms 100ms]", got)
+	}
+}
+
+func TestStatusCodesCaseInsensitiveAndNumeric(t *testing.T) {
+	for _, codesJSON := range []string{`"unavailable"`, `"Unavailable"`, `14`} {
+		srv := grpctest.Start(t, failFirst(1, codes.Unavailable))
+		tc, _ := client(t, srv, retryConfig(t, 2, codesJSON, ""))
+		if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x")); err != nil {
+			t.Fatalf("codes %s: %v", codesJSON, err)
+		}
+		if srv.Count(grpctest.UnaryCall) != 2 {
+			t.Fatalf("codes %s: %d attempts, want 2", codesJSON, srv.Count(grpctest.UnaryCall))
+		}
+	}
+}
+
+func TestNotRetryableCode(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(5, codes.InvalidArgument))
+	tc, clk := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""))
+	_, err := tc.UnaryCall(context.Background(), grpctest.Request("x"))
+	if status.Code(err) != codes.InvalidArgument || srv.Count(grpctest.UnaryCall) != 1 {
+		t.Fatalf("err %v after %d attempts, want InvalidArgument after 1", err, srv.Count(grpctest.UnaryCall))
+	}
+	var ge *grpcretry.Error
+	if !errors.As(err, &ge) || ge.Attempts != 1 || !errors.Is(err, rebound.ErrNotRetryable) {
+		t.Fatalf("err %v: want *grpcretry.Error with 1 attempt, not retryable", err)
+	}
+	if len(clk.Sleeps()) != 0 {
+		t.Fatal("slept before giving up")
+	}
+}
+
+func TestAttemptsExhaustedError(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(10, codes.Unavailable))
+	tc, _ := client(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""))
+	_, err := tc.UnaryCall(context.Background(), grpctest.Request("x"))
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable || st.Message() != "attempt 3 fails" {
+		t.Fatalf("status %v, want the last attempt's status unchanged", st)
+	}
+	var ge *grpcretry.Error
+	if !errors.As(err, &ge) || ge.Attempts != 3 || !errors.Is(err, rebound.ErrAttemptsExhausted) {
+		t.Fatalf("err %v: want 3 attempts, attempts exhausted", err)
+	}
+	want := "rpc error: code = Unavailable desc = attempt 3 fails (grpcretry: 3 attempts, attempts exhausted)"
+	if err.Error() != want {
+		t.Fatalf("Error() = %q, want %q", err.Error(), want)
+	}
+}
+
+func TestMaxAttemptsClamped(t *testing.T) {
+	for _, tc := range []struct {
+		config int
+		opts   []grpcretry.Option
+		want   int
+	}{
+		{10, nil, 5},
+		{10, []grpcretry.Option{grpcretry.WithMaxAttempts(3)}, 3},
+		{4, []grpcretry.Option{grpcretry.WithMaxAttempts(7)}, 4},
+		{10, []grpcretry.Option{grpcretry.WithMaxAttempts(7)}, 7},
+	} {
+		srv := grpctest.Start(t, failFirst(100, codes.Unavailable))
+		c, _ := client(t, srv, retryConfig(t, tc.config, `"UNAVAILABLE"`, ""), tc.opts...)
+		_, _ = c.UnaryCall(context.Background(), grpctest.Request("x"))
+		if got := srv.Count(grpctest.UnaryCall); got != tc.want {
+			t.Errorf("maxAttempts %d with %d options: %d attempts, want %d", tc.config, len(tc.opts), got, tc.want)
+		}
+	}
+}
+
+// pushbackHandler fails every attempt with UNAVAILABLE and the given
+// pushback values, one list per attempt (nil: no header).
+func pushbackHandler(values ...[]string) grpctest.Handlers {
+	return grpctest.Handlers{Unary: func(ctx context.Context, i int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		if i <= len(values) && values[i-1] != nil {
+			md := metadata.MD{}
+			for _, v := range values[i-1] {
+				md.Append("grpc-retry-pushback-ms", v)
+			}
+			if err := grpc.SetTrailer(ctx, md); err != nil {
+				return nil, err
+			}
+		}
+		return nil, status.Error(codes.Unavailable, "busy")
+	}}
+}
+
+func TestPushback(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		values   [][]string
+		attempts int
+		sleeps   []time.Duration
+		reason   error
+	}{
+		{"exact delay then backoff from the start", [][]string{nil, {"250"}, nil, nil}, 4, []time.Duration{50 * ms, 250 * ms, 50 * ms}, rebound.ErrAttemptsExhausted},
+		{"zero", [][]string{{"0"}}, 4, []time.Duration{0, 50 * ms, 100 * ms}, rebound.ErrAttemptsExhausted},
+		{"negative stops", [][]string{{"-1"}}, 1, nil, rebound.ErrPushback},
+		{"garbage stops", [][]string{{"soon"}}, 1, nil, rebound.ErrPushback},
+		{"leading zero stops", [][]string{{"0250"}}, 1, nil, rebound.ErrPushback},
+		{"repeated stops", [][]string{{"10", "10"}}, 1, nil, rebound.ErrPushback},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := grpctest.Start(t, pushbackHandler(tc.values...))
+			c, clk := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""))
+			_, err := c.UnaryCall(context.Background(), grpctest.Request("x"))
+			if !errors.Is(err, tc.reason) || srv.Count(grpctest.UnaryCall) != tc.attempts {
+				t.Fatalf("err %v after %d attempts, want %v after %d", err, srv.Count(grpctest.UnaryCall), tc.reason, tc.attempts)
+			}
+			// A zero delay makes no timer; drop zeros from the expectation.
+			want := slices.DeleteFunc(slices.Clone(tc.sleeps), func(d time.Duration) bool { return d == 0 })
+			if got := clk.Sleeps(); !slices.Equal(got, want) {
+				t.Fatalf("sleeps %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestThrottlingAcrossCallsAndClientConns(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(1000, codes.Unavailable))
+	cfg := retryConfig(t, 5, `"UNAVAILABLE"`, `,"retryThrottling":{"maxTokens":6,"tokenRatio":0.5}`)
+	a, _ := client(t, srv, cfg)
+	b, _ := client(t, srv, cfg) // a second ClientConn to the same server name
+	ctx := context.Background()
+	// Tokens 6, threshold 3. Call 1 on a: 6→5 retry, 5→4 retry, 4→3 stop.
+	_, err := a.UnaryCall(ctx, grpctest.Request("x"))
+	if !errors.Is(err, rebound.ErrBudgetExhausted) || srv.Count(grpctest.UnaryCall) != 3 {
+		t.Fatalf("call 1: %v after %d attempts, want throttled after 3", err, srv.Count(grpctest.UnaryCall))
+	}
+	// Call 2 on b shares the throttle: 3→2, no retry.
+	_, err = b.UnaryCall(ctx, grpctest.Request("x"))
+	if !errors.Is(err, rebound.ErrBudgetExhausted) || srv.Count(grpctest.UnaryCall) != 4 {
+		t.Fatalf("call 2: %v, total attempts %d, want throttled, 4", err, srv.Count(grpctest.UnaryCall))
+	}
+	// Successes add 0.5 each: 2 → 3.5 after three, above the threshold.
+	srv.SetHandlers(grpctest.Handlers{})
+	for range 3 {
+		if _, err := b.UnaryCall(ctx, grpctest.Request("ok")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.SetHandlers(pushbackHandler()) // always UNAVAILABLE
+	before := srv.Count(grpctest.UnaryCall)
+	// 3.5→2.5 and refused: the failure is counted before the throttle is
+	// asked, so the call makes exactly one attempt.
+	_, err = a.UnaryCall(ctx, grpctest.Request("x"))
+	if got := srv.Count(grpctest.UnaryCall) - before; got != 1 || !errors.Is(err, rebound.ErrBudgetExhausted) {
+		t.Fatalf("call after recovery: %d attempts, %v", got, err)
+	}
+}
+
+func TestThrottleRecoversToRetry(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(1000, codes.Unavailable))
+	cfg := retryConfig(t, 3, `"UNAVAILABLE"`, `,"retryThrottling":{"maxTokens":4,"tokenRatio":1}`)
+	c, _ := client(t, srv, cfg)
+	ctx := context.Background()
+	_, _ = c.UnaryCall(ctx, grpctest.Request("x")) // 4→3 retry, 3→2 stop: 2 attempts
+	if srv.Count(grpctest.UnaryCall) != 2 {
+		t.Fatalf("%d attempts, want 2", srv.Count(grpctest.UnaryCall))
+	}
+	srv.SetHandlers(grpctest.Handlers{})
+	for range 2 { // 2→4
+		_, _ = c.UnaryCall(ctx, grpctest.Request("ok"))
+	}
+	srv.SetHandlers(failFirst(1000, codes.Unavailable)) // counts restart at 1
+	before := srv.Count(grpctest.UnaryCall)
+	_, _ = c.UnaryCall(ctx, grpctest.Request("x")) // 4→3 retry, 3→2 stop
+	if got := srv.Count(grpctest.UnaryCall) - before; got != 2 {
+		t.Fatalf("after recovery %d attempts, want 2", got)
+	}
+}
+
+func TestNonRetryableFailuresDoNotThrottle(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(1000, codes.InvalidArgument))
+	cfg := retryConfig(t, 3, `"UNAVAILABLE"`, `,"retryThrottling":{"maxTokens":4,"tokenRatio":1}`)
+	c, _ := client(t, srv, cfg)
+	for range 5 {
+		_, _ = c.UnaryCall(context.Background(), grpctest.Request("x"))
+	}
+	srv.SetHandlers(failFirst(srv.Count(grpctest.UnaryCall)+1, codes.Unavailable))
+	before := srv.Count(grpctest.UnaryCall)
+	if _, err := c.UnaryCall(context.Background(), grpctest.Request("x")); err != nil {
+		t.Fatalf("retry refused after non-retryable failures: %v", err)
+	}
+	if got := srv.Count(grpctest.UnaryCall) - before; got != 2 {
+		t.Fatalf("%d attempts, want 2", got)
+	}
+}
+
+func TestDeadlineCoversAllAttempts(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(1000, codes.Unavailable))
+	cfg := retryConfig(t, 5, `"UNAVAILABLE"`, "")
+	// Real clock: the backoff would be up to 100ms; the deadline is 1ms
+	// away after the first attempt, so no sleep may start.
+	c, err := grpcretry.New(cfg, grpcretry.WithRandom(clocktest.NewRand(0.9)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = tc.UnaryCall(ctx, grpctest.Request("x"))
+	if !errors.Is(err, rebound.ErrDeadline) || status.Code(err) != codes.Unavailable {
+		t.Fatalf("err %v, want the last attempt's UNAVAILABLE and ErrDeadline", err)
+	}
+	if dl, _ := ctx.Deadline(); time.Now().After(dl) {
+		t.Fatalf("returned after the deadline (%v after start)", time.Since(start))
+	}
+	if srv.Count(grpctest.UnaryCall) != 1 {
+		t.Fatalf("%d attempts, want 1", srv.Count(grpctest.UnaryCall))
+	}
+}
+
+func TestMethodTimeoutApplied(t *testing.T) {
+	seen := make(chan time.Duration, 1)
+	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			seen <- -1
+		} else {
+			seen <- time.Until(dl)
+		}
+		return &testpb.SimpleResponse{}, nil
+	}})
+	js := fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],"timeout":"2s","retryPolicy":{
+		"maxAttempts":2,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}`, grpctest.Service)
+	cfg, err := serviceconfig.Parse([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := client(t, srv, cfg)
+	if _, err := c.UnaryCall(context.Background(), grpctest.Request("x")); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-seen; d <= 0 || d > 2*time.Second {
+		t.Fatalf("server deadline in %v, want within the 2s method timeout", d)
+	}
+	// A caller deadline shorter than the method timeout wins.
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := c.UnaryCall(ctx, grpctest.Request("x")); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-seen; d <= 0 || d > 500*time.Millisecond {
+		t.Fatalf("server deadline in %v, want within the caller's 500ms", d)
+	}
+}
+
+func TestCommittedAfterHeaders(t *testing.T) {
+	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		if err := grpc.SendHeader(ctx, metadata.Pairs("k", "v")); err != nil {
+			return nil, err
+		}
+		return nil, status.Error(codes.Unavailable, "after headers")
+	}})
+	c, _ := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""))
+	_, err := c.UnaryCall(context.Background(), grpctest.Request("x"))
+	if !errors.Is(err, rebound.ErrCommitted) || srv.Count(grpctest.UnaryCall) != 1 {
+		t.Fatalf("err %v after %d attempts, want committed after 1", err, srv.Count(grpctest.UnaryCall))
+	}
+}
+
+func TestRetriesDisabled(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(1, codes.Unavailable))
+	c, _ := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""), grpcretry.WithRetriesDisabled())
+	var n int
+	_, err := c.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.Attempts(&n))
+	if status.Code(err) != codes.Unavailable || n != 1 || srv.Count(grpctest.UnaryCall) != 1 {
+		t.Fatalf("err %v, attempts %d, server %d; want one UNAVAILABLE attempt", err, n, srv.Count(grpctest.UnaryCall))
+	}
+	var ge *grpcretry.Error
+	if errors.As(err, &ge) {
+		t.Fatal("a call without retries should return grpc-go's error as is")
+	}
+}
+
+func TestMethodWithoutPolicyPassesThrough(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(1, codes.Unavailable))
+	cfg, _ := serviceconfig.Parse([]byte(`{"methodConfig":[{"name":[{"service":"other.Service"}],"retryPolicy":{
+		"maxAttempts":4,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}`))
+	c, _ := client(t, srv, cfg)
+	_, err := c.UnaryCall(context.Background(), grpctest.Request("x"))
+	if status.Code(err) != codes.Unavailable || srv.Count(grpctest.UnaryCall) != 1 {
+		t.Fatalf("err %v after %d attempts", err, srv.Count(grpctest.UnaryCall))
+	}
+}
+
+func TestRequestReplayedIdentically(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(2, codes.Unavailable))
+	c, _ := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""))
+	if _, err := c.UnaryCall(context.Background(), grpctest.Request("payload-123")); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range srv.Attempts(grpctest.UnaryCall) {
+		if a.Payload != "payload-123" {
+			t.Fatalf("attempt %d carried %q", a.N, a.Payload)
+		}
+	}
+}
+
+func TestCallerCancellationNotRetried(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(sctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		cancel()
+		<-sctx.Done()
+		return nil, status.Error(codes.Unavailable, "late")
+	}})
+	c, _ := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE","CANCELLED"`, ""))
+	_, err := c.UnaryCall(ctx, grpctest.Request("x"))
+	if status.Code(err) != codes.Canceled || srv.Count(grpctest.UnaryCall) != 1 {
+		t.Fatalf("err %v after %d attempts, want Canceled after 1", err, srv.Count(grpctest.UnaryCall))
+	}
+}
+
+func TestPreviousAttemptsOnServer(t *testing.T) {
+	got := make(chan int, 3)
+	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(ctx context.Context, i int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		got <- grpcretry.PreviousAttempts(ctx)
+		if i < 3 {
+			return nil, status.Error(codes.Unavailable, "again")
+		}
+		return &testpb.SimpleResponse{}, nil
+	}})
+	c, _ := client(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""))
+	if _, err := c.UnaryCall(context.Background(), grpctest.Request("x")); err != nil {
+		t.Fatal(err)
+	}
+	if a, b, c := <-got, <-got, <-got; a != 0 || b != 1 || c != 2 {
+		t.Fatalf("PreviousAttempts = %d, %d, %d; want 0, 1, 2", a, b, c)
+	}
+}
+
+func TestInvalidOptions(t *testing.T) {
+	for name, opt := range map[string]grpcretry.Option{
+		"max attempts 0":   grpcretry.WithMaxAttempts(0),
+		"buffer per > all": grpcretry.WithBufferLimits(10, 20),
+		"buffer zero":      grpcretry.WithBufferLimits(0, 0),
+		"empty server":     grpcretry.WithServerName(""),
+		"nil clock":        grpcretry.WithClock(nil),
+		"nil option":       nil,
+	} {
+		if _, err := grpcretry.New(nil, opt); err == nil {
+			t.Errorf("%s: New accepted it", name)
+		}
+	}
+	srv := grpctest.Start(t, grpctest.Handlers{})
+	cc := srv.Dial(t, grpcretry.DialOptions(nil, grpcretry.WithMaxAttempts(-1))...)
+	_, err := testpb.NewTestServiceClient(cc).UnaryCall(context.Background(), grpctest.Request("x"))
+	if status.Code(err) != codes.Internal || srv.Count(grpctest.UnaryCall) != 0 {
+		t.Fatalf("err %v, want Internal without reaching the server", err)
+	}
+}
+
+func TestStreamsPassThrough(t *testing.T) {
+	srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(_ int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+		for i := range 3 {
+			if err := s.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: []byte{byte(i)}}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}})
+	c, _ := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""))
+	st, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		_, err := st.Recv()
+		if err != nil {
+			break
+		}
+		n++
+	}
+	if n != 3 {
+		t.Fatalf("received %d messages, want 3", n)
+	}
+}

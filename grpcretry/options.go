@@ -1,0 +1,129 @@
+package grpcretry
+
+import (
+	"fmt"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+// Option configures a [Client]. Options are applied in order; the first
+// invalid one makes [New] fail.
+type Option interface{ apply(*options) }
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// Default buffer limits (A6 "Memory Management"): retry_buffer_size_in_bytes
+// for the whole client and per_rpc_buffer_limit_in_bytes for one call.
+const (
+	DefaultBufferTotal  = 16 << 20
+	DefaultBufferPerRPC = 1 << 20
+)
+
+type options struct {
+	maxAttempts  int
+	bufferTotal  int
+	bufferPerRPC int
+	disabled     bool
+	serverName   string
+	clock        rebound.Clock
+	random       rebound.Random
+	err          error
+}
+
+func (o *options) fail(format string, args ...any) {
+	if o.err == nil {
+		o.err = fmt.Errorf("grpcretry: "+format, args...)
+	}
+}
+
+// WithMaxAttempts sets the client-side maximum of attempts (A6 "Limits"):
+// a retryPolicy or hedgingPolicy that asks for more is held to n. The
+// default is 5. n must be >= 1.
+func WithMaxAttempts(n int) Option {
+	return optionFunc(func(o *options) {
+		if n < 1 {
+			o.fail("WithMaxAttempts: n must be >= 1, got %d", n)
+			return
+		}
+		o.maxAttempts = n
+	})
+}
+
+// WithBufferLimits sets the memory that may hold sent messages for replay
+// (A6 "Memory Management"): total bytes for the whole client
+// (retry_buffer_size_in_bytes) and bytes for one call
+// (per_rpc_buffer_limit_in_bytes). A call whose messages do not fit is
+// committed: it goes on, but is not retried. Defaults: 16 MiB and 1 MiB. Both
+// must be > 0 and perRPC <= total.
+func WithBufferLimits(total, perRPC int) Option {
+	return optionFunc(func(o *options) {
+		if total <= 0 || perRPC <= 0 || perRPC > total {
+			o.fail("WithBufferLimits: need 0 < perRPC <= total, got total %d, perRPC %d", total, perRPC)
+			return
+		}
+		o.bufferTotal, o.bufferPerRPC = total, perRPC
+	})
+}
+
+// WithRetriesDisabled turns retries and hedging off entirely (A6 "Disabling
+// Retries"): every call is made once, as if no policy were configured.
+// grpc-go's transparent retries still happen below.
+func WithRetriesDisabled() Option {
+	return optionFunc(func(o *options) { o.disabled = true })
+}
+
+// WithServerName sets the server name that retry throttling is kept under.
+// By default it is the endpoint of the ClientConn's canonical target (for
+// "dns:///api.example.com:443", "api.example.com:443"). Every client of the
+// process with the same server name and throttling config shares one
+// throttle.
+func WithServerName(name string) Option {
+	return optionFunc(func(o *options) {
+		if name == "" {
+			o.fail("WithServerName: name must not be empty")
+			return
+		}
+		o.serverName = name
+	})
+}
+
+// WithClock sets the clock that backoff and pushback delays wait on.
+func WithClock(c rebound.Clock) Option {
+	return optionFunc(func(o *options) {
+		if c == nil {
+			o.fail("WithClock: nil clock")
+			return
+		}
+		o.clock = c
+	})
+}
+
+// WithRandom sets the source of backoff jitter.
+func WithRandom(r rebound.Random) Option {
+	return optionFunc(func(o *options) {
+		if r == nil {
+			o.fail("WithRandom: nil source")
+			return
+		}
+		o.random = r
+	})
+}
+
+func buildOptions(opts []Option) options {
+	o := options{
+		maxAttempts:  serviceconfig.DefaultMaxAttempts,
+		bufferTotal:  DefaultBufferTotal,
+		bufferPerRPC: DefaultBufferPerRPC,
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			o.fail("nil Option")
+			continue
+		}
+		opt.apply(&o)
+	}
+	return o
+}

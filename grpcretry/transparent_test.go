@@ -1,0 +1,124 @@
+package grpcretry_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync"
+	"testing"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+
+	"github.com/rebound-go/rebound/grpcretry"
+	"github.com/rebound-go/rebound/internal/grpctest"
+)
+
+// refusingListener hands the grpc-go server every connection but the first.
+// On the first it plays an HTTP/2 server that answers the first stream
+// with GOAWAY(last stream 0): the server never processed that stream, so
+// grpc-go retries it transparently on a new connection.
+type refusingListener struct {
+	net.Listener
+	once    sync.Once
+	refused chan struct{} // closed once a stream was refused
+	wg      sync.WaitGroup
+}
+
+func (l *refusingListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		first := false
+		l.once.Do(func() { first = true })
+		if !first {
+			return c, nil
+		}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			l.refuse(c)
+		}()
+	}
+}
+
+func (l *refusingListener) refuse(c net.Conn) {
+	defer c.Close()
+	preface := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(c, preface); err != nil {
+		return
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		return
+	}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.HeadersFrame:
+			_ = fr.WriteGoAway(0, http2.ErrCodeNo, nil)
+			close(l.refused)
+			// Wait for the client to hang up.
+			for {
+				if _, err := fr.ReadFrame(); err != nil {
+					return
+				}
+			}
+		}
+	}
+}
+
+func TestTransparentRetryBelowInterceptor(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := &refusingListener{Listener: lis, refused: make(chan struct{})}
+	srv := grpctest.Serve(t, rl, failFirst(0, codes.OK))
+	t.Cleanup(rl.wg.Wait)
+
+	// maxTokens 3, threshold 1.5: had the refused stream counted as a
+	// failure, the second call's failure would leave 1 token and its retry
+	// would be refused.
+	cfg := retryConfig(t, 2, `"UNAVAILABLE"`, `,"retryThrottling":{"maxTokens":3,"tokenRatio":0.1}`)
+	c, err := grpcretry.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(srv.Addr, append(c.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	tc := testpb.NewTestServiceClient(cc)
+
+	var n int
+	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.Attempts(&n)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rl.refused:
+	default:
+		t.Fatal("the first stream was never refused")
+	}
+	if n != 1 || srv.Count(grpctest.UnaryCall) != 1 {
+		t.Fatalf("attempts %d, server saw %d; want the refused stream retried transparently as attempt 1", n, srv.Count(grpctest.UnaryCall))
+	}
+	// The throttle still holds 3 tokens: one UNAVAILABLE is retried.
+	srv.SetHandlers(failFirst(2, codes.Unavailable))
+	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.Attempts(&n)); err != nil || n != 2 {
+		t.Fatalf("second call: %v after %d attempts, want success after 2", err, n)
+	}
+}

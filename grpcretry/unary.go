@@ -1,0 +1,105 @@
+package grpcretry
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+// UnaryClientInterceptor returns the interceptor that retries or hedges
+// unary calls per the method's policy. It is safe for concurrent use.
+func (c *Client) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
+	return c.unary
+}
+
+func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	n := attemptsOut(opts)
+	mc := c.cfg.MethodConfig(method)
+	ctx, cancel, opts := callSettings(ctx, mc, opts)
+	defer cancel()
+	if c.opts.disabled || mc == nil || mc.RetryPolicy == nil {
+		if n != nil {
+			*n = 1
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	p := c.policy(c.target(cc), mc)
+	if p.err != nil {
+		return status.Error(codes.Internal, "grpcretry: "+method+": "+p.err.Error())
+	}
+	md := new(attemptMD)
+	u := unaryCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, md: md, codes: mc.RetryPolicy.RetryableStatusCodes}
+	u.opts = append(md.buf[:0], opts...)
+	u.opts = append(u.opts, grpc.Header(&md.header), grpc.Trailer(&md.trailer))
+	err := rebound.Do(ctx, p.retry, u.attempt)
+	if n != nil {
+		*n = u.attempts
+	}
+	return u.result(ctx, err)
+}
+
+// unaryCall is the state of one retried unary call. It lives on the
+// caller's stack; what grpc-go must reach is in md, the call's one heap
+// allocation.
+type unaryCall struct {
+	method     string
+	req, reply any
+	cc         *grpc.ClientConn
+	invoker    grpc.UnaryInvoker
+	opts       []grpc.CallOption
+	codes      serviceconfig.CodeSet
+	md         *attemptMD
+
+	attempts int
+	last     error // the last attempt's status error
+}
+
+// attemptMD receives an attempt's header and trailer, and holds the call
+// options of the common case without another allocation.
+type attemptMD struct {
+	header, trailer metadata.MD
+	buf             [6]grpc.CallOption
+}
+
+// attempt makes one attempt of a retried call.
+func (u *unaryCall) attempt(ctx context.Context) error {
+	u.attempts++
+	if u.attempts > 1 {
+		ctx = metadata.AppendToOutgoingContext(ctx, a6.PreviousAttemptsHeader, strconv.Itoa(u.attempts-1))
+	}
+	u.md.header, u.md.trailer = nil, nil
+	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, u.opts...)
+	if err == nil {
+		return nil
+	}
+	u.last = err
+	retryable := u.codes.Has(serviceconfig.Code(status.Code(err)))
+	// Headers before the status mean the response had started: A6
+	// commits the call (trailers-only responses leave header nil).
+	return rebound.Mark(err, a6.Info(retryable, u.md.trailer[a6.PushbackHeader], u.md.header != nil))
+}
+
+// result turns the engine's verdict into the call's error.
+func (u *unaryCall) result(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	var re *rebound.Error
+	if !errors.As(err, &re) {
+		return err
+	}
+	last := u.last
+	if last == nil {
+		last = status.FromContextError(ctx.Err()).Err()
+	}
+	return &Error{Err: last, Attempts: re.Attempts, Reason: re.Reason}
+}

@@ -1,0 +1,184 @@
+package httpretry
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/rebound-go/rebound"
+)
+
+// Idempotent reports whether req may be sent more than once: its method is
+// idempotent under RFC 9110 (GET, HEAD, OPTIONS, TRACE, PUT, DELETE; an
+// empty method means GET), or it carries an Idempotency-Key (or
+// X-Idempotency-Key) header, the convention net/http also honours.
+func Idempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	if _, ok := req.Header["Idempotency-Key"]; ok {
+		return true
+	}
+	_, ok := req.Header["X-Idempotency-Key"]
+	return ok
+}
+
+// statusError is an attempt that got a response the Transport does not
+// count as a success. It carries the response so that, when retrying stops,
+// the response is returned as it came; once retrying goes on, the body is
+// drained and closed and the response is no longer returned.
+type statusError struct {
+	resp      *http.Response
+	info      rebound.RetryInfo
+	discarded bool
+}
+
+func (e *statusError) Error() string {
+	return "httpretry: response " + strconv.Itoa(e.resp.StatusCode) + " " + http.StatusText(e.resp.StatusCode)
+}
+
+// RetryInfo lets [rebound.Classify] see the decision made for the response.
+func (e *statusError) RetryInfo() rebound.RetryInfo { return e.info }
+
+func (e *statusError) discard() {
+	if !e.discarded {
+		e.discarded = true
+		discard(e.resp)
+	}
+}
+
+// checkResponse returns nil when resp ends the request as a success, or a
+// *statusError saying whether it may be retried. A status below 500 that is
+// not retryable is a success; one of 500 or above fails without a retry, so
+// that a server error does not refill the budget.
+func (t *Transport) checkResponse(resp *http.Response, idempotent bool) error {
+	code := resp.StatusCode
+	if !t.cfg.status.has(code) {
+		if code < 500 {
+			return nil
+		}
+		return &statusError{resp: resp}
+	}
+	if !idempotent {
+		return &statusError{resp: resp}
+	}
+	info := rebound.RetryInfo{
+		Safety:   rebound.SafetyYes,
+		Throttle: code == http.StatusTooManyRequests,
+		Timeout:  code == http.StatusGatewayTimeout,
+	}
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		if d, ok := ParseRetryAfter(v, t.cfg.clock.Now()); ok {
+			if d > t.cfg.retryAfterCap {
+				// The server asks for a longer pause than the caller will
+				// wait: give the response back now.
+				return &statusError{resp: resp}
+			}
+			info.HasRetryAfter, info.RetryAfter = true, d
+		}
+	}
+	return &statusError{resp: resp, info: info}
+}
+
+// checkError marks a transport error with whether it may be retried. A
+// request that provably never reached the server (the dial failed) may be
+// retried whatever its method; other connection errors only when the
+// request is idempotent. Errors that are not connection errors (a bad URL,
+// an untrusted certificate, an unknown host, the request's own context) are
+// never retried.
+func checkError(err error, idempotent bool) error {
+	switch kind, timeout := connError(err); {
+	case kind == connDial, kind == connOther && idempotent:
+		return rebound.Mark(err, rebound.RetryInfo{Safety: rebound.SafetyYes, Timeout: timeout})
+	}
+	return rebound.Permanent(err)
+}
+
+type connKind int8
+
+const (
+	connNone  connKind = iota // not a connection error
+	connDial                  // the connection was never made
+	connOther                 // the connection failed once made
+)
+
+func connError(err error) (kind connKind, timeout bool) {
+	var (
+		dns  *net.DNSError
+		cert *tls.CertificateVerificationError
+		ua   x509.UnknownAuthorityError
+		hn   x509.HostnameError
+		ci   x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(err, &dns) && dns.IsNotFound,
+		errors.As(err, &cert), errors.As(err, &ua), errors.As(err, &hn), errors.As(err, &ci):
+		return connNone, false
+	}
+	var ne net.Error
+	timeout = errors.As(err, &ne) && ne.Timeout()
+	var op *net.OpError
+	switch {
+	case errors.As(err, &op) && op.Op == "dial", errors.Is(err, syscall.ECONNREFUSED):
+		return connDial, timeout
+	case op != nil, timeout,
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE):
+		return connOther, timeout
+	}
+	return connNone, false
+}
+
+// gaveUpError is the error RoundTrip returns when retrying stopped without
+// a response to return. It unwraps to the [*rebound.Error] (and through it
+// to the last attempt's error and the reason), and keeps the Timeout method
+// that net/url's Error looks for.
+type gaveUpError struct{ err error }
+
+func (e *gaveUpError) Error() string {
+	var re *rebound.Error
+	if !errors.As(e.err, &re) {
+		return "httpretry: " + e.err.Error()
+	}
+	var b strings.Builder
+	b.WriteString("httpretry: gave up after ")
+	b.WriteString(strconv.Itoa(re.Attempts))
+	if re.Attempts == 1 {
+		b.WriteString(" attempt")
+	} else {
+		b.WriteString(" attempts")
+	}
+	if re.Reason != nil {
+		msg := re.Reason.Error()
+		msg = strings.TrimPrefix(msg, "rebound: ")
+		msg = strings.TrimPrefix(msg, "httpretry: ")
+		b.WriteString(" (")
+		b.WriteString(msg)
+		b.WriteString(")")
+	}
+	if re.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(re.Err.Error())
+	}
+	return b.String()
+}
+
+func (e *gaveUpError) Unwrap() error { return e.err }
+
+// Timeout reports whether any error in the chain is a timeout, such as the
+// context's deadline.
+func (e *gaveUpError) Timeout() bool {
+	if errors.Is(e.err, context.DeadlineExceeded) {
+		return true
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(e.err, &t) && t.Timeout()
+}

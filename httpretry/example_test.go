@@ -1,0 +1,55 @@
+package httpretry_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"time"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/httpretry"
+)
+
+func ExampleNewTransport() {
+	// A server that is unavailable for its first two requests.
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) <= 2 {
+			w.Header().Set("Retry-After", "0")
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "hello")
+	}))
+	defer srv.Close()
+
+	client := &http.Client{Transport: httpretry.NewTransport(nil,
+		httpretry.WithMaxAttempts(4),
+		httpretry.WithBackoff(rebound.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2}),
+	)}
+	defer client.CloseIdleConnections()
+
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.StatusCode, string(body), "after", requests.Load(), "requests")
+	// Output: 200 hello after 3 requests
+}
+
+func ExampleParseRetryAfter() {
+	now := time.Date(2015, 10, 21, 7, 28, 0, 0, time.UTC)
+	for _, v := range []string{"120", "Wed, 21 Oct 2015 07:29:00 GMT", "soon"} {
+		d, ok := httpretry.ParseRetryAfter(v, now)
+		fmt.Println(d, ok)
+	}
+	// Output:
+	// 2m0s true
+	// 1m0s true
+	// 0s false
+}

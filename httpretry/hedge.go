@@ -1,0 +1,99 @@
+package httpretry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/rebound-go/rebound"
+)
+
+// hedged is one attempt of a hedged request.
+type hedged struct {
+	resp   *http.Response
+	cancel context.CancelFunc
+}
+
+// hedge sends an idempotent request as hedged attempts. Each attempt runs
+// under its own context, derived from the caller's rather than from the one
+// [rebound.Hedge] gives it: Hedge cancels its context when it returns, and
+// that would cut off the body of the response handed back. Hedge's context
+// still cancels an attempt while it is in flight; once an attempt has its
+// response, only this function ends it: the response returned keeps its
+// context until its body is closed, the others are cancelled and closed
+// before hedge returns.
+func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing) (*http.Response, error) {
+	var (
+		mu       sync.Mutex
+		attempts []*hedged
+	)
+	op := func(hctx context.Context, n int) (*http.Response, error) {
+		actx, cancel := context.WithCancel(ctx)
+		a := &hedged{cancel: cancel}
+		mu.Lock()
+		attempts = append(attempts, a)
+		mu.Unlock()
+		r := out.first
+		if n > 1 {
+			var err error
+			if r, err = out.next(); err != nil {
+				return nil, rebound.Permanent(err)
+			}
+		}
+		stop := context.AfterFunc(hctx, cancel)
+		resp, err := t.send(r.WithContext(actx), true)
+		stop()
+		var se *statusError
+		if errors.As(err, &se) {
+			resp = se.resp
+		}
+		if resp != nil {
+			mu.Lock()
+			a.resp = resp
+			mu.Unlock()
+		}
+		if err != nil {
+			return nil, err
+		}
+		return resp, nil
+	}
+	resp, err := rebound.Hedge(ctx, hd, op)
+	if err != nil {
+		var se *statusError
+		if errors.As(err, &se) && ctx.Err() == nil {
+			resp = se.resp
+		}
+	}
+	// Every attempt has returned: Hedge waits for them. The others'
+	// bodies are closed without draining, so as not to hold back the
+	// response that won.
+	for _, a := range attempts {
+		if a.resp != nil && a.resp == resp && resp.Body != nil {
+			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: a.cancel}
+			continue
+		}
+		a.cancel()
+		if a.resp != nil && a.resp.Body != nil {
+			_ = a.resp.Body.Close()
+		}
+	}
+	if resp != nil {
+		return resp, nil
+	}
+	return nil, &gaveUpError{err}
+}
+
+// cancelBody ends the context of a hedged attempt once its response body
+// is closed.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}

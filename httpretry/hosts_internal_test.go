@@ -1,0 +1,45 @@
+package httpretry
+
+import (
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/rebound-go/rebound"
+)
+
+// ok is a base RoundTripper that answers every request with 200 without a
+// network: this test is about the Transport's own bookkeeping.
+type ok struct{}
+
+func (ok) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Request: req}, nil
+}
+
+func TestHostsBounded(t *testing.T) {
+	var made []string
+	tr := NewTransport(ok{}, WithBudget(func(host string) rebound.Budget {
+		made = append(made, host)
+		return nil
+	}))
+	tr.maxHosts = 2
+	for _, host := range []string{"a", "b", "a", "c", "d", "b", "c"} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+host+"/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	// Hosts past the bound share one budget, made for the empty host.
+	if want := []string{"a", "b", ""}; !reflect.DeepEqual(made, want) {
+		t.Fatalf("budgets made for %q, want %q", made, want)
+	}
+	hc, _ := tr.hostFor("c")
+	hd, _ := tr.hostFor("d")
+	if hc != hd || hc != tr.overflow {
+		t.Fatal("hosts past the bound do not share the overflow state")
+	}
+}

@@ -1,0 +1,270 @@
+package httpretry
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/rebound-go/rebound"
+)
+
+// Defaults used by [NewTransport] when no option overrides them.
+const (
+	// DefaultMaxAttempts is the number of attempts, the first included.
+	DefaultMaxAttempts = 3
+	// DefaultRetryAfterCap is the longest Retry-After hint that is waited
+	// out; a longer one ends retrying and the response is returned.
+	DefaultRetryAfterCap = 60 * time.Second
+	// DefaultMaxBufferedBody is the largest request body, in bytes, that is
+	// buffered so that it can be sent again when the request has no GetBody.
+	DefaultMaxBufferedBody = 1 << 20
+)
+
+// DefaultRetryableStatus lists the status codes retried by default: 429 Too
+// Many Requests, 502 Bad Gateway, 503 Service Unavailable and 504 Gateway
+// Timeout. The slice is a copy on each call.
+func DefaultRetryableStatus() []int {
+	return []int{http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout}
+}
+
+// Option configures a [Transport]. Options are applied in order, so a later
+// option overrides an earlier one.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// config is the Transport's settings after the options ran. errs records
+// invalid options, in order.
+type config struct {
+	maxAttempts   int
+	backoff       rebound.Backoff
+	retryAfterCap time.Duration
+	status        statusSet
+	idempotent    func(*http.Request) bool
+	budget        func(host string) rebound.Budget
+	strategy      rebound.Strategy
+	hedge         *rebound.HedgePolicy
+	clock         rebound.Clock
+	random        rebound.Random
+	maxBuffered   int64
+
+	// set records which options configure the built-in strategy, to reject
+	// them next to WithStrategy.
+	set  []string
+	errs []error
+}
+
+func (c *config) fail(option, format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("httpretry: "+option+": "+format, args...))
+}
+
+// WithMaxAttempts sets how many attempts a request gets, the first included.
+// n must be >= 1; 1 disables retries. The default is [DefaultMaxAttempts].
+func WithMaxAttempts(n int) Option {
+	return optionFunc(func(c *config) {
+		c.set = append(c.set, "WithMaxAttempts")
+		if n < 1 {
+			c.fail("WithMaxAttempts", "n must be >= 1, got %d", n)
+			return
+		}
+		c.maxAttempts = n
+	})
+}
+
+// WithBackoff sets the backoff between attempts; it must pass
+// [rebound.Backoff.Validate]. The default is [rebound.DefaultBackoff]:
+// exponential with full jitter, ceilings of 1s, 2s, 4s, … capped at 20s.
+func WithBackoff(b rebound.Backoff) Option {
+	return optionFunc(func(c *config) {
+		c.set = append(c.set, "WithBackoff")
+		if err := b.Validate(); err != nil {
+			c.fail("WithBackoff", "%v", err)
+			return
+		}
+		c.backoff = b
+	})
+}
+
+// WithRetryAfterCap sets the longest Retry-After hint the Transport waits
+// out. A response whose hint is longer is returned at once, without
+// another attempt. d must be > 0; the default is [DefaultRetryAfterCap].
+func WithRetryAfterCap(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d <= 0 {
+			c.fail("WithRetryAfterCap", "d must be > 0, got %v", d)
+			return
+		}
+		c.retryAfterCap = d
+	})
+}
+
+// WithRetryableStatus replaces the set of response status codes that are
+// retried (see [DefaultRetryableStatus]). Each code must be in [100, 599].
+// With no codes, no response is retried; connection errors still are.
+func WithRetryableStatus(codes ...int) Option {
+	return optionFunc(func(c *config) {
+		var s statusSet
+		for i, code := range codes {
+			if code < 100 || code > 599 {
+				c.fail("WithRetryableStatus", "codes[%d] must be in [100, 599], got %d", i, code)
+				return
+			}
+			s.add(code)
+		}
+		c.status = s
+	})
+}
+
+// WithIdempotent sets the predicate that says whether a request may be sent
+// again after it may have reached the server. It must be safe for
+// concurrent use and must not modify the request. The default,
+// [Idempotent], accepts the idempotent methods of RFC 9110 and requests
+// with an Idempotency-Key header.
+func WithIdempotent(f func(req *http.Request) bool) Option {
+	return optionFunc(func(c *config) {
+		if f == nil {
+			c.fail("WithIdempotent", "nil predicate")
+			return
+		}
+		c.idempotent = f
+	})
+}
+
+// WithBudget sets where retries and hedges get their budget: f is called
+// once per host (the request URL's host[:port]) and its result shared by
+// every request to that host. A nil f, or an f that returns nil, means no
+// budget. The default gives each host its own [rebound.TokenBucket] with
+// [rebound.DefaultTokenBucket]. f must be safe for concurrent use.
+//
+// Budgets are kept for at most 1024 hosts; requests to hosts beyond that
+// share one further budget, f(""), so that a client that talks to an
+// unbounded set of hosts keeps bounded state and still pays for retries.
+//
+// A [rebound.Throttle] works as in gRPC A6: every retryable failure takes a
+// token and retries stop while the throttle is at or below half full.
+func WithBudget(f func(host string) rebound.Budget) Option {
+	return optionFunc(func(c *config) {
+		c.budget = f
+	})
+}
+
+// WithStrategy replaces the built-in strategy with s, shared by every
+// request (and so every host). s then decides attempts, delays and budgets
+// of retries; it cannot be combined with [WithMaxAttempts], [WithBackoff] or
+// [WithRandom], which configure the built-in one. [WithBudget] then applies
+// to hedges only. The Transport waits on s's clock when s has a Clock()
+// rebound.Clock method, as [rebound.Do] does, and on the [WithClock] one
+// otherwise.
+func WithStrategy(s rebound.Strategy) Option {
+	return optionFunc(func(c *config) {
+		if s == nil {
+			c.fail("WithStrategy", "nil Strategy")
+			return
+		}
+		c.strategy = s
+	})
+}
+
+// WithHedging sends idempotent requests as hedges (gRPC A6 hedgingPolicy)
+// instead of retrying them: a further copy of the request goes out every
+// delay, up to maxAttempts in all, while none has succeeded and the budget
+// allows; the first success wins, and the other attempts are cancelled and
+// their responses closed. A retryable status or connection error sends the
+// next hedge at once (after the Retry-After hint, if any); any other
+// response ends hedging and is returned. Requests that are not idempotent,
+// or whose body cannot be replayed, are retried as usual. delay must be >=
+// 0 and maxAttempts >= 1.
+func WithHedging(delay time.Duration, maxAttempts int) Option {
+	return optionFunc(func(c *config) {
+		switch {
+		case delay < 0:
+			c.fail("WithHedging", "delay must be >= 0, got %v", delay)
+		case maxAttempts < 1:
+			c.fail("WithHedging", "maxAttempts must be >= 1, got %d", maxAttempts)
+		default:
+			c.hedge = &rebound.HedgePolicy{MaxAttempts: maxAttempts, Delay: delay}
+		}
+	})
+}
+
+// WithClock sets the clock for waits, hedging delays, deadlines and
+// HTTP-date Retry-After hints. The default is the real clock.
+func WithClock(clk rebound.Clock) Option {
+	return optionFunc(func(c *config) {
+		if clk == nil {
+			c.fail("WithClock", "nil Clock")
+			return
+		}
+		c.clock = clk
+	})
+}
+
+// WithRandom sets the source of backoff jitter of the built-in strategy.
+func WithRandom(r rebound.Random) Option {
+	return optionFunc(func(c *config) {
+		c.set = append(c.set, "WithRandom")
+		if r == nil {
+			c.fail("WithRandom", "nil Random")
+			return
+		}
+		c.random = r
+	})
+}
+
+// WithMaxBufferedBody sets the largest request body, in bytes, that the
+// Transport reads into memory to replay when the request has a Body but no
+// GetBody. A larger body is sent once, without retries. n must be >= 0; 0
+// never buffers. The default is [DefaultMaxBufferedBody].
+func WithMaxBufferedBody(n int64) Option {
+	return optionFunc(func(c *config) {
+		if n < 0 {
+			c.fail("WithMaxBufferedBody", "n must be >= 0, got %d", n)
+			return
+		}
+		c.maxBuffered = n
+	})
+}
+
+func newConfig(opts []Option) *config {
+	c := &config{
+		maxAttempts:   DefaultMaxAttempts,
+		backoff:       rebound.DefaultBackoff,
+		retryAfterCap: DefaultRetryAfterCap,
+		idempotent:    Idempotent,
+		budget:        defaultBudget,
+		clock:         rebound.RealClock(),
+		maxBuffered:   DefaultMaxBufferedBody,
+	}
+	for _, code := range DefaultRetryableStatus() {
+		c.status.add(code)
+	}
+	for i, o := range opts {
+		if o == nil {
+			c.errs = append(c.errs, fmt.Errorf("httpretry: opts[%d]: nil Option", i))
+			continue
+		}
+		o.apply(c)
+	}
+	if c.strategy != nil && len(c.set) > 0 {
+		c.fail("WithStrategy", "cannot be combined with %s, which configures the built-in strategy", c.set[0])
+	}
+	return c
+}
+
+func (c *config) err() error { return errors.Join(c.errs...) }
+
+func defaultBudget(string) rebound.Budget {
+	b, _ := rebound.NewTokenBucket(rebound.DefaultTokenBucket)
+	return b
+}
+
+// statusSet holds status codes 0-639 as bits.
+type statusSet [10]uint64
+
+func (s *statusSet) add(code int) { s[code/64] |= 1 << (code % 64) }
+func (s *statusSet) has(code int) bool {
+	return code >= 0 && code < 640 && s[code/64]&(1<<(code%64)) != 0
+}

@@ -1,0 +1,57 @@
+package httpretry
+
+import (
+	"context"
+	"errors"
+
+	"github.com/rebound-go/rebound"
+)
+
+// strategy wraps the Strategy of a host for the retry loop. It adds what
+// HTTP needs around each decision:
+//
+//   - A response that is going to be retried is drained and closed before
+//     the wait, so its connection goes back to the pool; one that is not
+//     stays unread, to be returned.
+//   - A next attempt whose delay would reach the context's deadline is
+//     refused before the response is drained ([rebound.Do] would refuse it
+//     too, but only after the drain).
+type strategy struct {
+	s     rebound.Strategy
+	clock rebound.Clock
+}
+
+func (s *strategy) AcquireInitialToken(ctx context.Context) (rebound.Token, error) {
+	return s.s.AcquireInitialToken(ctx)
+}
+
+func (s *strategy) RefreshToken(ctx context.Context, t rebound.Token, err error) (rebound.Token, error) {
+	next, rerr := s.s.RefreshToken(ctx, t, err)
+	if rerr != nil || next == nil {
+		return next, rerr
+	}
+	if dl, ok := ctx.Deadline(); ok && !s.clock.Now().Add(next.Delay()).Before(dl) {
+		return nil, rebound.ErrDeadline
+	}
+	var se *statusError
+	if errors.As(err, &se) {
+		se.discard()
+	}
+	return next, nil
+}
+
+func (s *strategy) RecordSuccess(t rebound.Token) error { return s.s.RecordSuccess(t) }
+
+// Clock is the clock [rebound.DoValue] waits on.
+func (s *strategy) Clock() rebound.Clock { return s.clock }
+
+// clockOf returns the clock a strategy carries, as rebound.Do finds it, or
+// def.
+func clockOf(s rebound.Strategy, def rebound.Clock) rebound.Clock {
+	if c, ok := s.(interface{ Clock() rebound.Clock }); ok {
+		if clk := c.Clock(); clk != nil {
+			return clk
+		}
+	}
+	return def
+}

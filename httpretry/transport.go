@@ -1,0 +1,295 @@
+package httpretry
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/rebound-go/rebound"
+)
+
+// ErrBodyNotReplayable is the reason a request was not retried when its
+// body could not be sent again: it had no GetBody and was larger than
+// [WithMaxBufferedBody] allows.
+var ErrBodyNotReplayable = errors.New("httpretry: request body cannot be replayed")
+
+var errZeroTransport = errors.New("httpretry: Transport not made by NewTransport")
+
+// maxHosts bounds the hosts that get their own budget.
+const maxHosts = 1024
+
+// Transport is an [http.RoundTripper] that retries requests on a base
+// RoundTripper (see [NewTransport]). It is safe for concurrent use; share
+// one per client so that per-host budgets see all of its traffic. The zero
+// value is not usable: its RoundTrip returns an error.
+type Transport struct {
+	base http.RoundTripper
+	cfg  *config
+	err  error
+
+	// shared serves every host when budgets are not kept per host.
+	shared *host
+
+	mu       sync.Mutex // serializes adding hosts
+	hosts    sync.Map   // host name → *host
+	nhosts   int        // guarded by mu
+	maxHosts int
+	overflow *host // guarded by mu; hosts beyond maxHosts
+}
+
+// host is the state kept per host: a strategy and a hedger that share the
+// host's budget.
+type host struct {
+	retry  *strategy
+	hedger *rebound.Hedger // nil without WithHedging
+}
+
+// NewTransport returns a Transport that sends requests through base
+// (http.DefaultTransport when nil) and retries them:
+//
+//   - up to 3 attempts, with exponential backoff and full jitter between
+//     them ([rebound.DefaultBackoff]), following the Smithy standard
+//     strategy ([rebound.NewStandard]);
+//   - on responses 429, 502, 503 and 504, and on connection errors, when
+//     the request is idempotent ([Idempotent]); a request whose connection
+//     could not be made never reached the server and is retried whatever
+//     its method;
+//   - waiting at least as long as a Retry-After hint asks, in seconds or as
+//     an HTTP-date ([ParseRetryAfter]); a hint longer than the cap
+//     ([WithRetryAfterCap], 60s by default) or one that would pass the
+//     request context's deadline returns the response at once;
+//   - never sleeping past the request context's deadline, and never
+//     retrying once the context is done;
+//   - while the host's budget allows (by default a [rebound.TokenBucket]
+//     per host, see [WithBudget]).
+//
+// The caller's request is never modified. Each attempt after the first
+// gets a fresh body from GetBody; a body without GetBody is buffered when
+// small enough ([WithMaxBufferedBody]), and otherwise the request gets
+// exactly one attempt. The bodies of responses that are not returned are
+// drained (up to 64 KiB) and closed, so their connections are reused.
+//
+// When retrying stops after a response, that last response is returned
+// with its body unread and a nil error, as http.Client expects of a
+// RoundTripper. Otherwise the error says why retrying stopped: it unwraps
+// to a [*rebound.Error], and errors.Is finds the reason
+// ([rebound.ErrAttemptsExhausted], [rebound.ErrBudgetExhausted],
+// [rebound.ErrNotRetryable], [rebound.ErrDeadline], [ErrBodyNotReplayable]
+// or the context's cause) and the last attempt's error.
+//
+// Invalid options do not panic: [Transport.Err] reports them, and every
+// RoundTrip fails with that error, which names the option.
+func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	t := &Transport{base: base, cfg: newConfig(opts), maxHosts: maxHosts}
+	if t.err = t.cfg.err(); t.err != nil {
+		return t
+	}
+	probe, err := t.newHost(nil)
+	if err != nil {
+		t.err = err
+		return t
+	}
+	if t.cfg.budget == nil || (t.cfg.strategy != nil && t.cfg.hedge == nil) {
+		t.shared = probe
+	}
+	return t
+}
+
+// Err returns the error of the options given to [NewTransport], naming each
+// invalid option, or nil when they are all valid. For a zero Transport it
+// returns an error.
+func (t *Transport) Err() error {
+	if t.cfg == nil {
+		return errZeroTransport
+	}
+	return t.err
+}
+
+// RoundTrip sends req, retrying as described at [NewTransport]. It
+// implements [http.RoundTripper]: the response is non-nil iff the error is
+// nil, and req's body is closed.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := t.Err(); err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	if req.URL == nil {
+		closeBody(req)
+		return nil, errors.New("httpretry: nil Request.URL")
+	}
+	out, err := prepare(req, t.cfg.maxBuffered)
+	if err != nil {
+		return nil, err
+	}
+	idempotent := t.cfg.idempotent(req)
+	if !out.replayable() {
+		return t.once(out.first, idempotent)
+	}
+	h, err := t.hostFor(req.URL.Host)
+	if err != nil {
+		closeBody(out.first)
+		return nil, err
+	}
+	if h.hedger != nil && idempotent {
+		return t.hedge(req.Context(), h.hedger, &out)
+	}
+	c := &call{t: t, out: out, idempotent: idempotent}
+	resp, err := rebound.DoValue(req.Context(), h.retry, c.attempt)
+	if err != nil {
+		return t.gaveUp(req.Context(), err)
+	}
+	return resp, nil
+}
+
+// CloseIdleConnections closes the idle connections of the base
+// RoundTripper, when it has such a method; http.Client calls it.
+func (t *Transport) CloseIdleConnections() {
+	if ci, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+func closeBody(req *http.Request) {
+	if req != nil && req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+// call is one RoundTrip on the retry path.
+type call struct {
+	t          *Transport
+	out        outgoing
+	idempotent bool
+	sent       int
+}
+
+// attempt sends the request once and turns the outcome into what the
+// strategy needs: a success, or an error carrying [rebound.RetryInfo].
+func (c *call) attempt(context.Context) (*http.Response, error) {
+	r := c.out.first
+	if c.sent > 0 {
+		var err error
+		if r, err = c.out.next(); err != nil {
+			return nil, rebound.Permanent(err)
+		}
+	}
+	c.sent++
+	return c.t.send(r, c.idempotent)
+}
+
+// send is one attempt through the base RoundTripper.
+func (t *Transport) send(r *http.Request, idempotent bool) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	switch {
+	case err != nil:
+		return nil, checkError(err, idempotent)
+	case resp == nil:
+		return nil, rebound.Permanent(errors.New("httpretry: base RoundTripper returned a nil response and a nil error"))
+	}
+	if err := t.checkResponse(resp, idempotent); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// gaveUp turns the error that ended retrying into RoundTrip's result: the
+// last response when there is one still unread and the caller is still
+// waiting, an error otherwise.
+func (t *Transport) gaveUp(ctx context.Context, err error) (*http.Response, error) {
+	var se *statusError
+	if errors.As(err, &se) && !se.discarded {
+		if ctx.Err() == nil {
+			return se.resp, nil
+		}
+		if se.resp.Body != nil {
+			_ = se.resp.Body.Close()
+		}
+	}
+	return nil, &gaveUpError{err}
+}
+
+// once sends a request whose body cannot be replayed: one attempt, no
+// retries.
+func (t *Transport) once(r *http.Request, idempotent bool) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err == nil {
+		return resp, nil
+	}
+	var reason error = ErrBodyNotReplayable
+	if ctx := r.Context(); ctx.Err() != nil {
+		reason = context.Cause(ctx)
+	} else if rebound.Classify(checkError(err, idempotent)).Safety == rebound.SafetyNo {
+		reason = rebound.ErrNotRetryable
+	}
+	return nil, &gaveUpError{&rebound.Error{Err: err, Reason: reason, Attempts: 1}}
+}
+
+// hostFor returns the state of the named host, adding it when new. The
+// budget factory is called once per host, under t.mu. NewTransport built
+// the same configuration once already, so newHost fails only if a later
+// change to the core starts checking budgets.
+func (t *Transport) hostFor(name string) (*host, error) {
+	if t.shared != nil {
+		return t.shared, nil
+	}
+	if h, ok := t.hosts.Load(name); ok {
+		return h.(*host), nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h, ok := t.hosts.Load(name); ok {
+		return h.(*host), nil
+	}
+	if t.nhosts >= t.maxHosts {
+		if t.overflow == nil {
+			h, err := t.newHost(t.cfg.budget(""))
+			if err != nil {
+				return nil, err
+			}
+			t.overflow = h
+		}
+		return t.overflow, nil
+	}
+	h, err := t.newHost(t.cfg.budget(name))
+	if err != nil {
+		return nil, err
+	}
+	t.hosts.Store(name, h)
+	t.nhosts++
+	return h, nil
+}
+
+func (t *Transport) newHost(b rebound.Budget) (*host, error) {
+	cfg := t.cfg
+	h := &host{}
+	if cfg.strategy != nil {
+		h.retry = &strategy{s: cfg.strategy, clock: clockOf(cfg.strategy, cfg.clock)}
+	} else {
+		opts := []rebound.Option{
+			rebound.WithMaxAttempts(cfg.maxAttempts),
+			rebound.WithBackoff(cfg.backoff),
+			rebound.WithBudget(b),
+			rebound.WithClock(cfg.clock),
+		}
+		if cfg.random != nil {
+			opts = append(opts, rebound.WithRandom(cfg.random))
+		}
+		st, err := rebound.NewStandard(opts...)
+		if err != nil {
+			return nil, errors.New("httpretry: " + err.Error())
+		}
+		h.retry = &strategy{s: st, clock: cfg.clock}
+	}
+	if cfg.hedge != nil {
+		hd, err := rebound.NewHedger(*cfg.hedge, rebound.WithBudget(b), rebound.WithClock(cfg.clock))
+		if err != nil {
+			return nil, errors.New("httpretry: WithHedging: " + err.Error())
+		}
+		h.hedger = hd
+	}
+	return h, nil
+}

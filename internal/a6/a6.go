@@ -1,0 +1,119 @@
+// Package a6 holds what the gRPC and Connect front doors share of gRFC A6:
+// the pushback header, the backoff of a retryPolicy, attempt classification
+// and the process-wide throttles, one per server name.
+package a6
+
+import (
+	"sync"
+	"time"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+// PushbackHeader is the trailer a server sets to push back on retries.
+const PushbackHeader = "grpc-retry-pushback-ms"
+
+// PreviousAttemptsHeader tells the server how many attempts preceded this
+// one.
+const PreviousAttemptsHeader = "grpc-previous-rpc-attempts"
+
+// ParsePushback reads the values of the pushback header. present is false
+// when there are none. Otherwise stop is true when the server said not to
+// retry: a negative value, one that is not an ASCII signed 32-bit integer
+// without unnecessary leading zeros, or more than one value; else d is the
+// delay.
+func ParsePushback(values []string) (d time.Duration, stop, present bool) {
+	switch len(values) {
+	case 0:
+		return 0, false, false
+	case 1:
+	default:
+		return 0, true, true
+	}
+	ms, ok := parseInt32(values[0])
+	if !ok || ms < 0 {
+		return 0, true, true
+	}
+	return time.Duration(ms) * time.Millisecond, false, true
+}
+
+// parseInt32 accepts -?(0|[1-9][0-9]*) within int32 range; "-0" is refused
+// as an unnecessary sign.
+func parseInt32(s string) (int64, bool) {
+	neg := len(s) > 0 && s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	if len(s) == 0 || len(s) > 10 || (s[0] == '0' && (len(s) > 1 || neg)) {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	if n > 1<<31-1 || n < -1<<31 {
+		return 0, false
+	}
+	return n, true
+}
+
+// Backoff converts a parsed retryPolicy's backoff.
+func Backoff(p *serviceconfig.RetryPolicy) rebound.Backoff {
+	return rebound.Backoff{Initial: p.InitialBackoff, Max: max(p.MaxBackoff, p.InitialBackoff), Multiplier: p.BackoffMultiplier}
+}
+
+// Info classifies a failed attempt: retryable says its code is in the
+// policy's retryable (or non-fatal) set; pushback holds the values of the
+// pushback header; committed says the response had started.
+func Info(retryable bool, pushback []string, committed bool) rebound.RetryInfo {
+	info := rebound.RetryInfo{Committed: committed}
+	if retryable {
+		info.Safety = rebound.SafetyYes
+	}
+	d, stop, ok := ParsePushback(pushback)
+	switch {
+	case !ok:
+	case stop:
+		info.ServerStop = true
+	default:
+		info.HasRetryAfter, info.RetryAfter = true, d
+	}
+	return info
+}
+
+type throttleKey struct {
+	server    string
+	maxTokens int
+	ratio     int64
+}
+
+var throttles sync.Map // throttleKey -> *rebound.Throttle
+
+// Throttle returns the process-wide throttle of a server name, made on first
+// use: A6 throttles per server name, so every client of the process that
+// targets the same name shares it. Configs that differ get their own. A nil
+// t returns nil (no throttling); an invalid t (possible only when built by
+// hand) an error.
+func Throttle(server string, t *serviceconfig.RetryThrottling) (*rebound.Throttle, error) {
+	if t == nil {
+		return nil, nil
+	}
+	key := throttleKey{server, t.MaxTokens, t.TokenRatioMilli}
+	if v, ok := throttles.Load(key); ok {
+		return v.(*rebound.Throttle), nil
+	}
+	th, err := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: t.MaxTokens, TokenRatio: float64(t.TokenRatioMilli) / 1000})
+	if err != nil {
+		return nil, err
+	}
+	v, _ := throttles.LoadOrStore(key, th)
+	return v.(*rebound.Throttle), nil
+}

@@ -1,0 +1,118 @@
+package a6
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+func TestParsePushback(t *testing.T) {
+	for _, tc := range []struct {
+		in            []string
+		d             time.Duration
+		stop, present bool
+	}{
+		{nil, 0, false, false},
+		{[]string{"0"}, 0, false, true},
+		{[]string{"1"}, time.Millisecond, false, true},
+		{[]string{"250"}, 250 * time.Millisecond, false, true},
+		{[]string{"2147483647"}, 2147483647 * time.Millisecond, false, true},
+		{[]string{"2147483648"}, 0, true, true}, // beyond int32
+		{[]string{"-1"}, 0, true, true},
+		{[]string{"-2147483648"}, 0, true, true},
+		{[]string{"-0"}, 0, true, true},
+		{[]string{"00"}, 0, true, true},
+		{[]string{"012"}, 0, true, true},
+		{[]string{"+5"}, 0, true, true},
+		{[]string{""}, 0, true, true},
+		{[]string{"-"}, 0, true, true},
+		{[]string{" 5"}, 0, true, true},
+		{[]string{"5ms"}, 0, true, true},
+		{[]string{"1e3"}, 0, true, true},
+		{[]string{"99999999999999999999"}, 0, true, true},
+		{[]string{"10", "10"}, 0, true, true}, // repeated
+	} {
+		d, stop, present := ParsePushback(tc.in)
+		if d != tc.d || stop != tc.stop || present != tc.present {
+			t.Errorf("ParsePushback(%q) = %v, %v, %v; want %v, %v, %v", tc.in, d, stop, present, tc.d, tc.stop, tc.present)
+		}
+	}
+}
+
+func FuzzParsePushback(f *testing.F) {
+	for _, s := range []string{"0", "1", "-1", "2147483647", "2147483648", "-0", "007", "abc", "", "1 ", "٣"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, stop, present := ParsePushback([]string{s})
+		if !present {
+			t.Fatal("one value reported absent")
+		}
+		if stop && d != 0 || d < 0 || d > (1<<31-1)*time.Millisecond {
+			t.Fatalf("ParsePushback(%q) = %v, %v", s, d, stop)
+		}
+		if !stop {
+			// A value the parser accepts is exactly its canonical decimal form.
+			if got := formatMillis(d); got != s {
+				t.Fatalf("accepted %q, canonical form %q", s, got)
+			}
+		}
+	})
+}
+
+func formatMillis(d time.Duration) string {
+	ms := int64(d / time.Millisecond)
+	if ms == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; ms > 0; ms /= 10 {
+		b = append([]byte{byte('0' + ms%10)}, b...)
+	}
+	return string(b)
+}
+
+func TestInfo(t *testing.T) {
+	for _, tc := range []struct {
+		retryable bool
+		pushback  []string
+		committed bool
+		want      rebound.RetryInfo
+	}{
+		{false, nil, false, rebound.RetryInfo{}},
+		{true, nil, false, rebound.RetryInfo{Safety: rebound.SafetyYes}},
+		{true, []string{"30"}, false, rebound.RetryInfo{Safety: rebound.SafetyYes, HasRetryAfter: true, RetryAfter: 30 * time.Millisecond}},
+		{false, []string{"x"}, false, rebound.RetryInfo{ServerStop: true}},
+		{true, nil, true, rebound.RetryInfo{Safety: rebound.SafetyYes, Committed: true}},
+	} {
+		if got := Info(tc.retryable, tc.pushback, tc.committed); got != tc.want {
+			t.Errorf("Info(%v, %q, %v) = %+v, want %+v", tc.retryable, tc.pushback, tc.committed, got, tc.want)
+		}
+	}
+}
+
+func TestThrottleSharedPerServerName(t *testing.T) {
+	cfg := &serviceconfig.RetryThrottling{MaxTokens: 10, TokenRatio: 0.5466, TokenRatioMilli: 546}
+	a, err := Throttle("a6-test:1", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Throttle("a6-test:1", cfg)
+	c, _ := Throttle("a6-test:2", cfg)
+	if a != b || a == c {
+		t.Fatal("throttles are not shared per server name")
+	}
+	a.RecordFailure()
+	a.RecordSuccess()
+	if a.Tokens() != 9546 {
+		t.Fatalf("tokens = %d, want 9546", a.Tokens())
+	}
+	if th, err := Throttle("x", nil); th != nil || err != nil {
+		t.Fatal("nil config should mean no throttle")
+	}
+	if _, err := Throttle("x", &serviceconfig.RetryThrottling{MaxTokens: 0, TokenRatioMilli: 1}); err == nil {
+		t.Fatal("invalid config accepted")
+	}
+}
