@@ -55,7 +55,7 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 	for attempts := 0; ; {
 		if d := tok.Delay(); d > 0 {
 			if werr := wait(ctx, clockOf(s), d); werr != nil {
-				return zero, &Error{Err: last, Reason: werr, Attempts: attempts}
+				return zero, gaveUp(ctx, last, werr, attempts)
 			}
 		}
 		attempts++
@@ -68,14 +68,17 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 		}
 		last = err
 		if ctx.Err() != nil {
-			return zero, &Error{Err: err, Reason: context.Cause(ctx), Attempts: attempts}
+			return zero, gaveUp(ctx, err, context.Cause(ctx), attempts)
 		}
 		next, rerr := s.RefreshToken(ctx, tok, err)
 		if rerr != nil {
-			return zero, &Error{Err: err, Reason: rerr, Attempts: attempts}
+			return zero, gaveUp(ctx, err, rerr, attempts)
 		}
 		if next == nil {
-			return zero, &Error{Err: err, Reason: ErrInvalidToken, Attempts: attempts}
+			return zero, gaveUp(ctx, err, ErrInvalidToken, attempts)
+		}
+		if o := observerOf(ctx); o != nil {
+			o.Retrying(attempts, err, next.Delay())
 		}
 		tok = next
 	}

@@ -95,9 +95,18 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 	maxAttempts := h.s.maxAttempts
 	results := make(chan hedgeResult[T], maxAttempts)
 	sent, running := 0, 0
+	var obs Observer // looked up once a hedge is due
 	launch := func() {
 		sent++
 		running++
+		if sent > 1 {
+			if obs == nil {
+				obs = observerOf(parent)
+			}
+			if obs != nil {
+				obs.Hedging(sent)
+			}
+		}
 		go func(n int) {
 			v, err := op(ctx, n)
 			results <- hedgeResult[T]{v, err}
@@ -165,7 +174,7 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 			continue
 		case <-parent.Done():
 			finish()
-			return zero, &Error{Err: last, Reason: context.Cause(parent), Attempts: sent}
+			return zero, gaveUp(parent, last, context.Cause(parent), sent)
 		case r := <-results:
 			running--
 			if r.err == nil {
@@ -178,17 +187,17 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 			last = r.err
 			if parent.Err() != nil {
 				finish()
-				return zero, &Error{Err: last, Reason: context.Cause(parent), Attempts: sent}
+				return zero, gaveUp(parent, last, context.Cause(parent), sent)
 			}
 			info := h.s.classify(r.err)
 			if info.Safety != SafetyYes && !info.ServerStop {
 				finish()
-				return zero, &Error{Err: last, Reason: ErrNotRetryable, Attempts: sent}
+				return zero, gaveUp(parent, last, ErrNotRetryable, sent)
 			}
 			if info.Committed {
 				// This attempt's response had started: it is the answer.
 				finish()
-				return zero, &Error{Err: last, Reason: ErrCommitted, Attempts: sent}
+				return zero, gaveUp(parent, last, ErrCommitted, sent)
 			}
 			if h.s.budget != nil {
 				h.s.budget.RecordFailure()
@@ -205,12 +214,12 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 		}
 		if running == 0 {
 			if timerC == nil {
-				return zero, &Error{Err: last, Reason: reason, Attempts: sent}
+				return zero, gaveUp(parent, last, reason, sent)
 			}
 			// Only a pushback-delayed hedge is left; do not wait for it
 			// past the deadline.
 			if dl, ok := parent.Deadline(); ok && !due.Before(dl) {
-				return zero, &Error{Err: last, Reason: ErrDeadline, Attempts: sent}
+				return zero, gaveUp(parent, last, ErrDeadline, sent)
 			}
 		}
 	}
