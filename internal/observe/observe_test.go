@@ -1,0 +1,154 @@
+package observe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/rebound-go/rebound"
+)
+
+func TestStatsBuckets(t *testing.T) {
+	r, _ := New(nil, nil, "test")
+	ctx := context.Background()
+	// Calls with 0, 1, 3, 12 retries; the last one's retries all failed.
+	for _, c := range []Call{
+		{Method: "/a.S/M", Attempts: 1},
+		{Method: "/a.S/M", Attempts: 2},
+		{Method: "/a.S/M", Attempts: 4, FailedLater: 2},
+		{Method: "/a.S/M", Attempts: 13, FailedLater: 12, Reason: rebound.ErrAttemptsExhausted},
+		{Method: "/a.S/H", Attempts: 3, Hedged: true, FailedLater: 1, Pushbacks: 1},
+		{Method: "/a.S/H", Attempts: 1, Hedged: true, Reason: rebound.ErrBudgetExhausted},
+		{Method: "/a.S/H", Attempts: 1, Hedged: true, Reason: rebound.ErrPushback, Delay: time.Second},
+	} {
+		r.End(ctx, &c)
+	}
+	s := r.Stats()
+	m := s["/a.S/M"]
+	// Retry ordinals: 1; 1,2,3; 1..12 → >=1:3 >=2:2 >=3:2 >=4:1 >=5:5 (5..9) >=10:3 (10..12).
+	want := rebound.AttemptStats{Attempts: 16, Failed: 14, Histogram: [8]uint64{3, 2, 2, 1, 5, 3, 0, 0}}
+	if m.Calls != 4 || m.Retries != want || m.Hedges != (rebound.AttemptStats{}) {
+		t.Fatalf("/a.S/M stats %+v, want retries %+v", m, want)
+	}
+	h := s["/a.S/H"]
+	wantH := rebound.AttemptStats{Attempts: 2, Failed: 1, Histogram: [8]uint64{1, 1}}
+	if h.Calls != 3 || h.Hedges != wantH || h.Throttled != 1 || h.PushbackStops != 1 || h.Pushbacks != 1 || h.RetryDelay != time.Second {
+		t.Fatalf("/a.S/H stats %+v", h)
+	}
+}
+
+func TestStatsBucketOrdinals(t *testing.T) {
+	for k, want := range map[int]int{0: 0, 1: 0, 2: 1, 4: 3, 5: 4, 9: 4, 10: 5, 99: 5, 100: 6, 999: 6, 1000: 7, 5000: 7} {
+		if got := rebound.StatsBucket(k); got != want {
+			t.Errorf("StatsBucket(%d) = %d, want %d", k, got, want)
+		}
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	r, err := New(mp, nil, "github.com/rebound-go/rebound/test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r.End(ctx, &Call{Method: "/a.S/M", Target: "dns:///x:1", Attempts: 1})                                                     // nothing recorded
+	r.End(ctx, &Call{Method: "/a.S/M", Target: "dns:///x:1", Attempts: 3, Delay: 250 * time.Millisecond})                      // 2 retries
+	r.End(ctx, &Call{Method: "/a.S/M", Target: "dns:///x:1", Attempts: 2, Transparent: 1, Reason: rebound.ErrBudgetExhausted}) // throttled
+	r.End(ctx, &Call{Method: "/a.S/H", Target: "dns:///x:1", Attempts: 4, Hedged: true, Reason: rebound.ErrPushback})
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]metricdata.Metrics{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			got[m.Name] = m
+		}
+	}
+	hist := func(name, unit, method string) metricdata.HistogramDataPoint[int64] {
+		t.Helper()
+		m, ok := got[name]
+		if !ok || m.Unit != unit {
+			t.Fatalf("%s: missing or unit %q, want %q", name, m.Unit, unit)
+		}
+		for _, dp := range m.Data.(metricdata.Histogram[int64]).DataPoints {
+			if v, _ := dp.Attributes.Value("grpc.method"); v.AsString() == method {
+				if tv, _ := dp.Attributes.Value("grpc.target"); tv.AsString() != "dns:///x:1" {
+					t.Fatalf("%s: grpc.target %q", name, tv.AsString())
+				}
+				return dp
+			}
+		}
+		t.Fatalf("%s: no point for %s", name, method)
+		return metricdata.HistogramDataPoint[int64]{}
+	}
+	if dp := hist(RetriesName, "{retry}", "/a.S/M"); dp.Count != 2 || dp.Sum != 3 || len(dp.Bounds) != 5 {
+		t.Fatalf("retries: count %d sum %d bounds %v, want 2 calls, 3 retries, A96 buckets", dp.Count, dp.Sum, dp.Bounds)
+	}
+	if dp := hist(TransparentRetriesName, "{transparent_retry}", "/a.S/M"); dp.Count != 1 || dp.Sum != 1 || len(dp.Bounds) != 6 {
+		t.Fatalf("transparent: %+v", dp)
+	}
+	if dp := hist(HedgesName, "{hedge}", "/a.S/H"); dp.Count != 1 || dp.Sum != 3 {
+		t.Fatalf("hedges: count %d sum %d", dp.Count, dp.Sum)
+	}
+	delay := got[RetryDelayName]
+	if delay.Unit != "s" {
+		t.Fatalf("retry_delay unit %q", delay.Unit)
+	}
+	var sum float64
+	var n uint64
+	for _, dp := range delay.Data.(metricdata.Histogram[float64]).DataPoints {
+		sum += dp.Sum
+		n += dp.Count
+	}
+	if n != 3 || sum != 0.25 {
+		t.Fatalf("retry_delay: %d points summing %v, want 3 and 0.25", n, sum)
+	}
+	counter := func(name string) int64 {
+		var total int64
+		for _, dp := range got[name].Data.(metricdata.Sum[int64]).DataPoints {
+			total += dp.Value
+		}
+		return total
+	}
+	if counter(ThrottledName) != 1 || counter(PushbackStoppedName) != 1 {
+		t.Fatalf("throttled %d pushback %d, want 1 and 1", counter(ThrottledName), counter(PushbackStoppedName))
+	}
+}
+
+func TestObserverLogs(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r, _ := New(nil, logger, "test")
+	ctx := r.Observer(context.Background(), "/a.S/M", "x:1")
+	p, _ := rebound.NewPolicy(rebound.RetryPolicy{MaxAttempts: 3, Backoff: rebound.Backoff{Initial: time.Nanosecond, Max: time.Nanosecond, Multiplier: 1}})
+	errBusy := errors.New("busy")
+	_ = rebound.Do(ctx, p, func(context.Context) error { return rebound.Retryable(errBusy) })
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d log records, want 3:\n%s", len(lines), buf.String())
+	}
+	for i, want := range []string{"retry scheduled", "retry scheduled", "gave up"} {
+		if !strings.Contains(lines[i], want) || !strings.Contains(lines[i], "method=/a.S/M") {
+			t.Errorf("record %d = %q, want %q", i, lines[i], want)
+		}
+	}
+	if !strings.Contains(lines[2], `reason="attempts exhausted"`) || !strings.Contains(lines[2], "attempts=3") {
+		t.Errorf("gave-up record lacks why: %q", lines[2])
+	}
+	// Without debug logging no observer is attached.
+	quiet, _ := New(nil, slog.New(slog.NewTextHandler(&buf, nil)), "test")
+	if c := quiet.Observer(context.Background(), "m", "t"); c != context.Background() {
+		t.Fatal("observer attached though debug logging is off")
+	}
+}
