@@ -8,6 +8,7 @@
 // Commands:
 //
 //	demo      run retry policies against an in-process flaky service
+//	sim       simulate clients retrying through an outage; compare load and goodput per policy
 //	validate  check gRPC service config files (gRFC A6) and show each method's policy
 package main
 
@@ -29,6 +30,7 @@ type command struct {
 
 var commands = map[string]command{
 	"demo":     {"run retry policies against an in-process flaky service", runDemo},
+	"sim":      {"simulate clients retrying through an outage; compare load and goodput per policy", runSim},
 	"validate": {"check gRPC service config files (gRFC A6) and show each method's policy", runValidate},
 }
 

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// simShort are flags that make sim run in milliseconds: 5 clients at 50
+// req/s against 350 req/s, down for 10s of 30s.
+var simShort = []string{
+	"-clients", "5", "-rate", "50", "-capacity", "350", "-duration", "30s",
+	"-outage-start", "10s", "-outage-length", "10s", "-seed", "3",
+}
+
+func simArgs(svg string, extra ...string) []string {
+	args := append([]string{"sim"}, simShort...)
+	return append(append(args, "-svg", svg), extra...)
+}
+
+// simRow is one line of sim's table.
+type simRow struct {
+	requests, attempts         int
+	amp, ampOutage             float64
+	goodput, recovery, success float64
+}
+
+var simRowRE = regexp.MustCompile(`(?m)^(no-retries|naive|a6-throttle|token-bucket) +(\d+) +(\d+) +([\d.]+)x +([\d.]+)x +([\d.]+) +([\d.]+) +([\d.]+)% +\S+ +\S+$`)
+
+func parseSimTable(t *testing.T, out string) map[string]simRow {
+	t.Helper()
+	rows := map[string]simRow{}
+	for _, m := range simRowRE.FindAllStringSubmatch(out, -1) {
+		var r simRow
+		var err error
+		atoi := func(s string) int {
+			n, e := strconv.Atoi(s)
+			err = errors.Join(err, e)
+			return n
+		}
+		atof := func(s string) float64 {
+			f, e := strconv.ParseFloat(s, 64)
+			err = errors.Join(err, e)
+			return f
+		}
+		r.requests, r.attempts = atoi(m[2]), atoi(m[3])
+		r.amp, r.ampOutage = atof(m[4]), atof(m[5])
+		r.goodput, r.recovery, r.success = atof(m[6]), atof(m[7]), atof(m[8])
+		if err != nil {
+			t.Fatalf("row %q: %v", m[0], err)
+		}
+		rows[m[1]] = r
+	}
+	if len(rows) != 4 {
+		t.Fatalf("found %d policy rows, want 4:\n%s", len(rows), out)
+	}
+	return rows
+}
+
+// parseSVG checks that the file is well-formed XML with an svg root and
+// returns its text.
+func parseSVG(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(bytes.NewReader(data))
+	var text strings.Builder
+	root := ""
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s is not well-formed XML: %v", path, err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if root == "" {
+				root = tok.Name.Local
+			}
+		case xml.CharData:
+			text.Write(tok)
+		}
+	}
+	if root != "svg" {
+		t.Fatalf("%s: root element %q, want svg", path, root)
+	}
+	return text.String()
+}
+
+func TestSim(t *testing.T) {
+	svg := filepath.Join(t.TempDir(), "load.svg")
+	out, stderr, code := runCLI(t, simArgs(svg)...)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr: %s", code, stderr)
+	}
+	rows := parseSimTable(t, out)
+	none, naive, throttle, bucket := rows["no-retries"], rows["naive"], rows["a6-throttle"], rows["token-bucket"]
+	for name, r := range rows {
+		if r.requests != none.requests {
+			t.Errorf("%s: %d requests, no-retries %d: arrivals differ", name, r.requests, none.requests)
+		}
+		if r.attempts < r.requests || r.success <= 0 || r.success > 100 {
+			t.Errorf("%s: %+v", name, r)
+		}
+	}
+	if none.amp != 1 || none.ampOutage != 1 || none.attempts != none.requests {
+		t.Errorf("no-retries: %+v, want one attempt per request", none)
+	}
+	if naive.ampOutage < 2.5 {
+		t.Errorf("naive: amplification during the outage %v, want >= 2.5", naive.ampOutage)
+	}
+	if !(throttle.ampOutage < bucket.ampOutage && bucket.ampOutage < naive.ampOutage && bucket.ampOutage <= 1.3) {
+		t.Errorf("amplification during the outage: a6-throttle %v, token-bucket %v, naive %v; want increasing and the budgets <= 1.3",
+			throttle.ampOutage, bucket.ampOutage, naive.ampOutage)
+	}
+	for _, want := range []string{
+		"5 clients × 50 req/s = 250 req/s; server 350 req/s (35 workers × 100ms)",
+		"outage from 10s to 20s at 0% capacity",
+		"During the outage, naive retries multiplied the load on the server",
+		"wrote the offered-load chart to " + svg,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	text := parseSVG(t, svg)
+	for _, want := range []string{"no-retries", "naive", "a6-throttle", "token-bucket", "server capacity", "outage", "virtual time (s)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("chart lacks %q", want)
+		}
+	}
+}
+
+func TestSimDeterministic(t *testing.T) {
+	svg := filepath.Join(t.TempDir(), "load.svg")
+	render := func(extra ...string) (string, []byte) {
+		out, stderr, code := runCLI(t, simArgs(svg, extra...)...)
+		if code != 0 {
+			t.Fatalf("exit %d, stderr: %s", code, stderr)
+		}
+		data, err := os.ReadFile(svg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, data
+	}
+	out1, svg1 := render()
+	out2, svg2 := render()
+	if out1 != out2 || !bytes.Equal(svg1, svg2) {
+		t.Fatal("the same flags gave different output")
+	}
+	out3, svg3 := render("-seed", "4")
+	if out3 == out1 || bytes.Equal(svg3, svg1) {
+		t.Fatal("a different seed gave the same output")
+	}
+}
+
+func TestSimWithoutSVG(t *testing.T) {
+	t.Chdir(t.TempDir())
+	out, stderr, code := runCLI(t, simArgs("")...)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr: %s", code, stderr)
+	}
+	if strings.Contains(out, "wrote") {
+		t.Errorf("output mentions a chart:\n%s", out)
+	}
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Errorf("sim -svg \"\" wrote %v", entries[0].Name())
+	}
+}
+
+func TestSimDefaultSVGPath(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if _, stderr, code := runCLI(t, append([]string{"sim"}, simShort...)...); code != 0 {
+		t.Fatalf("exit %d, stderr: %s", code, stderr)
+	}
+	parseSVG(t, "rebound-sim.svg")
+}
+
+func TestSimHelp(t *testing.T) {
+	_, stderr, code := runCLI(t, "sim", "-h")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"usage: rebound sim", "Model:", "-outage-capacity", "-svg"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("help lacks %q:\n%s", want, stderr)
+		}
+	}
+	_, stderr, _ = runCLI(t)
+	if !strings.Contains(stderr, "sim ") {
+		t.Errorf("command list lacks sim:\n%s", stderr)
+	}
+}
+
+func TestSimRejectsBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // in stderr
+	}{
+		{[]string{"-clients", "0"}, "-clients must be"},
+		{[]string{"-clients", "many"}, "-clients"},
+		{[]string{"-rate", "0"}, "-rate must be"},
+		{[]string{"-rate", "NaN"}, "-rate must be"},
+		{[]string{"-rate", "1e6"}, "-rate is too high"},
+		{[]string{"-duration", "0s"}, "-duration must be"},
+		{[]string{"-capacity", "-5"}, "-capacity must be"},
+		{[]string{"-capacity", "1"}, "-capacity does not fit the latency"},
+		{[]string{"-latency", "0s"}, "-latency must be"},
+		{[]string{"-outage-start", "-1s"}, "-outage-start must be"},
+		{[]string{"-outage-length", "-1s"}, "-outage-length must be"},
+		{[]string{"-outage-length", "25s"}, "-outage-length must end by the end of the run"},
+		{[]string{"-outage-capacity", "1.5"}, "-outage-capacity must be"},
+		{[]string{"-max-attempts", "0"}, "-max-attempts must be"},
+		{[]string{"-max-attempts", "11"}, "-max-attempts must be"},
+		{[]string{"-backoff", "0s"}, "-backoff must be"},
+		{[]string{"-max-backoff", "1ms"}, "-max-backoff must be"},
+		{[]string{"-backoff-multiplier", "0"}, "-backoff-multiplier must be"},
+		{[]string{"-backoff-multiplier", "+Inf"}, "-backoff-multiplier must be"},
+		{[]string{"-deadline", "-1s"}, "-deadline must be"},
+		{[]string{"-max-tokens", "0"}, "-max-tokens must be"},
+		{[]string{"-token-ratio", "0"}, "-token-ratio must be"},
+		{[]string{"-bucket", "0"}, "-bucket must be"},
+		{[]string{"-retry-cost", "0"}, "-retry-cost must be"},
+		{[]string{"-refund", "-1"}, "-refund must be"},
+		{[]string{"-seed", "-1"}, "-seed"},
+		{[]string{"-nope"}, "-nope"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		args := append(append([]string{"sim"}, simShort...), tc.args...)
+		args = append(args, "-svg", "")
+		out, stderr, code := runCLI(t, args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) || out != "" {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q; want exit 2 and %q", tc.args, code, stderr, out, tc.want)
+		}
+	}
+}
+
+func TestSimFlagsCoverConfig(t *testing.T) {
+	// Every field a flag sets must be named in errors by that flag; the
+	// map and the flag set are kept in step here.
+	_, stderr, _ := runCLI(t, "sim", "-h")
+	for field, name := range simFlags {
+		if !strings.Contains(stderr, "\n  "+name+" ") {
+			t.Errorf("%s: no flag %s in the help", field, name)
+		}
+	}
+}
+
+func TestSimUnwritableSVG(t *testing.T) {
+	svg := filepath.Join(t.TempDir(), "missing", "load.svg")
+	_, stderr, code := runCLI(t, simArgs(svg)...)
+	if code != 1 || !strings.Contains(stderr, "sim: -svg:") {
+		t.Fatalf("exit %d, stderr %q; want 1 and an -svg error", code, stderr)
+	}
+}

@@ -1,0 +1,398 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"math"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+// small is a scenario that runs in a few milliseconds.
+func small() Config {
+	c := DefaultConfig
+	c.Clients = 10
+	c.Rate = 10
+	c.Duration = 30 * time.Second
+	c.Capacity = 150
+	c.OutageStart = 10 * time.Second
+	c.OutageLength = 10 * time.Second
+	return c
+}
+
+func run(t testing.TB, c Config) *Report {
+	t.Helper()
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Results) != len(Policies) {
+		t.Fatalf("%d results, want %d", len(r.Results), len(Policies))
+	}
+	for i, res := range r.Results {
+		if res.Policy != Policies[i] {
+			t.Fatalf("result %d is %v, want %v", i, res.Policy, Policies[i])
+		}
+	}
+	return r
+}
+
+// checkInvariants checks what holds for every policy in every scenario.
+func checkInvariants(t *testing.T, r *Report) {
+	t.Helper()
+	c := r.Config
+	for _, res := range r.Results {
+		if res.Requests != r.Results[0].Requests || res.OutageRequests != r.Results[0].OutageRequests {
+			t.Errorf("%v: %d requests (%d in the outage), but %v had %d (%d): arrivals differ",
+				res.Policy, res.Requests, res.OutageRequests, r.Results[0].Policy, r.Results[0].Requests, r.Results[0].OutageRequests)
+		}
+		if ended := res.Succeeded + res.Exhausted + res.Throttled + res.PastDeadline; ended != res.Requests {
+			t.Errorf("%v: %d requests ended, %d arrived", res.Policy, ended, res.Requests)
+		}
+		if res.Attempts < res.Requests || res.Attempts > c.MaxAttempts*res.Requests {
+			t.Errorf("%v: %d attempts for %d requests", res.Policy, res.Attempts, res.Requests)
+		}
+		if res.OutageRequests > 0 && res.OutageAttempts > c.MaxAttempts*res.Requests {
+			t.Errorf("%v: %d attempts in the outage", res.Policy, res.OutageAttempts)
+		}
+		if want := int((c.Duration + r.Interval - 1) / r.Interval); len(res.Offered) != want {
+			t.Errorf("%v: %d offered-load points, want %d", res.Policy, len(res.Offered), want)
+		}
+		sent := 0.0
+		for i, v := range res.Offered {
+			sent += v * min(r.Interval, c.Duration-time.Duration(i)*r.Interval).Seconds()
+		}
+		if n := int(math.Round(sent)); n > res.Attempts || n < res.Requests*9/10 {
+			t.Errorf("%v: offered load sums to %d attempts; %d sent in all", res.Policy, n, res.Attempts)
+		}
+		if res.Succeeded > 0 && (res.P50 < c.Latency || res.P99 < res.P50) {
+			t.Errorf("%v: p50 %v, p99 %v", res.Policy, res.P50, res.P99)
+		}
+		if res.SuccessRate < 0 || res.SuccessRate > 1 {
+			t.Errorf("%v: success rate %v", res.Policy, res.SuccessRate)
+		}
+	}
+	noRetries := r.Results[NoRetries]
+	if (noRetries.Requests > 0 && noRetries.Amplification != 1) || (noRetries.OutageRequests > 0 && noRetries.OutageAmplification != 1) {
+		t.Errorf("no retries: amplification %v (%v in the outage), want exactly 1", noRetries.Amplification, noRetries.OutageAmplification)
+	}
+	if noRetries.Throttled+noRetries.PastDeadline != 0 {
+		t.Errorf("no retries: %+v", noRetries)
+	}
+	if n := r.Results[Naive]; n.Throttled != 0 {
+		t.Errorf("naive retries were refused by a budget %d times", n.Throttled)
+	}
+}
+
+// TestDefaultScenario checks that the model reproduces the claim it is
+// built for: per-request limits alone multiply the load of an outage, a
+// per-client budget keeps it near 1.1×.
+func TestDefaultScenario(t *testing.T) {
+	r := run(t, DefaultConfig)
+	checkInvariants(t, r)
+	none, naive, throttle, bucket := r.Results[NoRetries], r.Results[Naive], r.Results[Throttled], r.Results[Bucket]
+	for _, tc := range []struct {
+		res       Result
+		min, max  float64 // during the outage
+		overallUp float64 // overall at most
+	}{
+		{none, 1, 1, 1},
+		{naive, 2.5, float64(DefaultConfig.MaxAttempts), float64(DefaultConfig.MaxAttempts)},
+		{throttle, 1, 1.3, 1.3},
+		{bucket, 1, 1.3, 1.3},
+	} {
+		if a := tc.res.OutageAmplification; a < tc.min || a > tc.max {
+			t.Errorf("%v: amplification during the outage %.3f, want in [%v, %v]", tc.res.Policy, a, tc.min, tc.max)
+		}
+		if a := tc.res.Amplification; a < 1 || a > tc.overallUp {
+			t.Errorf("%v: amplification %.3f, want in [1, %v]", tc.res.Policy, a, tc.overallUp)
+		}
+	}
+	// The budgets order as their sizes: 10 tokens refuse sooner than 500.
+	if !(none.OutageAmplification <= throttle.OutageAmplification &&
+		throttle.OutageAmplification < bucket.OutageAmplification &&
+		bucket.OutageAmplification < naive.OutageAmplification) {
+		t.Errorf("outage amplification out of order: none %.3f, throttle %.3f, bucket %.3f, naive %.3f",
+			none.OutageAmplification, throttle.OutageAmplification, bucket.OutageAmplification, naive.OutageAmplification)
+	}
+	if throttle.Throttled == 0 || bucket.Throttled == 0 {
+		t.Errorf("the budgets never refused: throttle %d, bucket %d", throttle.Throttled, bucket.Throttled)
+	}
+	// The 10s deadline cuts naive retries short of 5 attempts.
+	if naive.PastDeadline == 0 {
+		t.Error("no naive request stopped at its deadline")
+	}
+	// A total outage leaves the server nothing to serve: every request
+	// arriving in it fails without retries, and the healthy server
+	// serves the rest.
+	if want := none.Requests - none.OutageRequests; none.Succeeded < want*99/100 || none.Succeeded > want {
+		t.Errorf("no retries: %d succeeded, want about %d", none.Succeeded, want)
+	}
+	for _, res := range r.Results {
+		if res.RecoveryGoodput < 0.9*DefaultConfig.Rate*float64(DefaultConfig.Clients) {
+			t.Errorf("%v: goodput after the outage %.1f/s, want near the offered %v/s", res.Policy, res.RecoveryGoodput, DefaultConfig.Rate*float64(DefaultConfig.Clients))
+		}
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	c := small()
+	a, b := run(t, c), run(t, c)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("the same config gave different reports")
+	}
+	c.Seed++
+	if d := run(t, c); reflect.DeepEqual(a.Results, d.Results) {
+		t.Fatal("a different seed gave the same results")
+	}
+}
+
+func TestScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edit  func(*Config)
+		check func(*testing.T, *Report)
+	}{
+		{"no outage", func(c *Config) { c.OutageLength = 0 }, func(t *testing.T, r *Report) {
+			for _, res := range r.Results {
+				if res.OutageRequests != 0 || res.OutageAttempts != 0 || res.Amplification > 1.05 || res.SuccessRate < 0.95 {
+					t.Errorf("%v: %+v", res.Policy, res)
+				}
+			}
+		}},
+		{"partial outage", func(c *Config) { c.OutageCapacity = 0.3 }, func(t *testing.T, r *Report) {
+			// The degraded server serves what it can whatever the
+			// policy; retries add load, not goodput beyond capacity.
+			for _, res := range r.Results {
+				if res.Succeeded == 0 || res.SuccessRate > 0.95 {
+					t.Errorf("%v: success rate %.3f", res.Policy, res.SuccessRate)
+				}
+			}
+			if r.Results[Naive].OutageAmplification < 2 {
+				t.Errorf("naive: amplification in the outage %.3f", r.Results[Naive].OutageAmplification)
+			}
+		}},
+		{"short deadline", func(c *Config) { c.Deadline = 500 * time.Millisecond }, func(t *testing.T, r *Report) {
+			if n := r.Results[Naive]; n.PastDeadline == 0 || n.Exhausted != 0 {
+				t.Errorf("naive: %d past the deadline, %d exhausted; want all at the deadline", n.PastDeadline, n.Exhausted)
+			}
+		}},
+		{"no deadline", func(c *Config) { c.Deadline = 0 }, func(t *testing.T, r *Report) {
+			for _, res := range r.Results {
+				if res.PastDeadline != 0 {
+					t.Errorf("%v: %d past a deadline", res.Policy, res.PastDeadline)
+				}
+			}
+		}},
+		{"one attempt", func(c *Config) { c.MaxAttempts = 1 }, func(t *testing.T, r *Report) {
+			for _, res := range r.Results {
+				if res.Attempts != res.Requests {
+					t.Errorf("%v: %d attempts for %d requests", res.Policy, res.Attempts, res.Requests)
+				}
+			}
+		}},
+		{"outage to the end", func(c *Config) { c.OutageLength = c.Duration - c.OutageStart }, func(t *testing.T, r *Report) {
+			for _, res := range r.Results {
+				if res.RecoveryGoodput != 0 {
+					t.Errorf("%v: recovery goodput %v with no time after the outage", res.Policy, res.RecoveryGoodput)
+				}
+			}
+		}},
+		{"one client one worker", func(c *Config) {
+			c.Clients, c.Rate, c.Capacity, c.Latency = 1, 0.5, 1, time.Second
+		}, func(*testing.T, *Report) {}},
+		{"proportional jitter", func(c *Config) { c.Backoff.Proportional = 0.2 }, func(*testing.T, *Report) {}},
+		{"almost no requests", func(c *Config) {
+			c.Clients, c.Rate, c.Duration, c.OutageStart, c.OutageLength = 1, 1e-9, time.Second, 0, time.Second
+		}, func(t *testing.T, r *Report) {
+			for _, res := range r.Results {
+				if res.Requests != 0 || res.Amplification != 0 || res.Goodput != 0 || res.P99 != 0 {
+					t.Errorf("%v: %+v", res.Policy, res)
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := small()
+			tc.edit(&c)
+			r := run(t, c)
+			checkInvariants(t, r)
+			tc.check(t, r)
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	if err := DefaultConfig.Validate(); err != nil {
+		t.Fatalf("DefaultConfig: %v", err)
+	}
+	for _, tc := range []struct {
+		field string
+		edit  func(*Config)
+	}{
+		{"Clients", func(c *Config) { c.Clients = 0 }},
+		{"Clients", func(c *Config) { c.Clients = MaxClients + 1 }},
+		{"Rate", func(c *Config) { c.Rate = 0 }},
+		{"Rate", func(c *Config) { c.Rate = math.NaN() }},
+		{"Rate", func(c *Config) { c.Rate = math.Inf(1) }},
+		{"Rate", func(c *Config) { c.Rate = 1e6 }}, // too many requests
+		{"Duration", func(c *Config) { c.Duration = 0 }},
+		{"Duration", func(c *Config) { c.Duration = 25 * time.Hour }},
+		{"Capacity", func(c *Config) { c.Capacity = -1 }},
+		{"Capacity", func(c *Config) { c.Capacity = 1 }}, // 0.1 workers
+		{"Capacity", func(c *Config) { c.Capacity = 1e300 }},
+		{"Latency", func(c *Config) { c.Latency = 0 }},
+		{"Latency", func(c *Config) { c.Latency = time.Hour }},
+		{"OutageStart", func(c *Config) { c.OutageStart = -time.Second }},
+		{"OutageLength", func(c *Config) { c.OutageLength = -time.Second }},
+		{"OutageLength", func(c *Config) { c.OutageLength = c.Duration }},
+		{"OutageLength", func(c *Config) { c.OutageStart = c.Duration + 1 }},
+		{"OutageLength", func(c *Config) { c.OutageStart, c.OutageLength = math.MaxInt64-1, math.MaxInt64-1 }},
+		{"OutageCapacity", func(c *Config) { c.OutageCapacity = 1.5 }},
+		{"OutageCapacity", func(c *Config) { c.OutageCapacity = math.NaN() }},
+		{"MaxAttempts", func(c *Config) { c.MaxAttempts = 0 }},
+		{"MaxAttempts", func(c *Config) { c.MaxAttempts = MaxAttempts + 1 }},
+		{"Backoff.Initial", func(c *Config) { c.Backoff.Initial = 0 }},
+		{"Backoff.Max", func(c *Config) { c.Backoff.Max = c.Backoff.Initial - 1 }},
+		{"Backoff.Multiplier", func(c *Config) { c.Backoff.Multiplier = math.Inf(1) }},
+		{"Backoff.Proportional", func(c *Config) { c.Backoff.Proportional = 2 }},
+		{"Deadline", func(c *Config) { c.Deadline = -1 }},
+		{"Throttle.MaxTokens", func(c *Config) { c.Throttle.MaxTokens = 1001 }},
+		{"Throttle.TokenRatio", func(c *Config) { c.Throttle.TokenRatio = 0.0001 }},
+		{"Bucket.Capacity", func(c *Config) { c.Bucket.Capacity = 0 }},
+		{"Bucket.RetryCost", func(c *Config) { c.Bucket.RetryCost = 0 }},
+		{"Bucket.TimeoutCost", func(c *Config) { c.Bucket.TimeoutCost = 0 }},
+		{"Bucket.SuccessRefund", func(c *Config) { c.Bucket.SuccessRefund = -1 }},
+	} {
+		c := DefaultConfig
+		tc.edit(&c)
+		_, err := Run(context.Background(), c)
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("%s: Run returned %v, want a FieldError for it", tc.field, err)
+			continue
+		}
+		if fe.Error() != "sim: Config."+tc.field+" "+fe.Problem {
+			t.Errorf("%s: message %q", tc.field, fe.Error())
+		}
+	}
+	var zero Config
+	if err := zero.Validate(); err == nil {
+		t.Error("the zero Config is valid")
+	}
+}
+
+func TestTooManyEvents(t *testing.T) {
+	c := small()
+	e, err := newEngine(c, Naive, arrivals(c), interval(c.Duration), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.run(context.Background()); !errors.Is(err, ErrTooManyEvents) {
+		t.Fatalf("err = %v, want ErrTooManyEvents", err)
+	}
+	if e.events != 1000 {
+		t.Fatalf("%d events run, want the limit of 1000", e.events)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stop := errors.New("stop")
+	cancel(stop)
+	if _, err := Run(ctx, small()); !errors.Is(err, stop) {
+		t.Fatalf("err = %v, want the context's cause", err)
+	}
+}
+
+func TestArrivals(t *testing.T) {
+	c := small()
+	arr := arrivals(c)
+	want := float64(c.Clients) * c.Rate * c.Duration.Seconds()
+	if n := float64(len(arr)); math.Abs(n-want) > 5*math.Sqrt(want) {
+		t.Errorf("%v arrivals, want %v ± 5σ", n, want)
+	}
+	if !slices.IsSortedFunc(arr, func(a, b arrival) int { return int(a.at - b.at) }) {
+		t.Error("arrivals out of order")
+	}
+	perClient := make([]int, c.Clients)
+	for _, a := range arr {
+		if a.at < 0 || a.at >= c.Duration {
+			t.Fatalf("arrival at %v, outside [0, %v)", a.at, c.Duration)
+		}
+		perClient[a.client]++
+	}
+	for i, n := range perClient {
+		if n == 0 {
+			t.Errorf("client %d sent nothing", i)
+		}
+	}
+}
+
+func TestVirtualClock(t *testing.T) {
+	e := &engine{now: 3 * time.Second}
+	clk := virtualClock{e}
+	if got := clk.Now(); !got.Equal(epoch.Add(3 * time.Second)) {
+		t.Fatalf("Now() = %v", got)
+	}
+	tm := clk.NewTimer(time.Second)
+	select {
+	case at := <-tm.C():
+		if !at.Equal(epoch.Add(4 * time.Second)) {
+			t.Fatalf("timer fired at %v", at)
+		}
+	default:
+		t.Fatal("timer has not fired")
+	}
+	if tm.Stop() {
+		t.Fatal("Stop of a fired timer reported true")
+	}
+}
+
+func TestPolicyNames(t *testing.T) {
+	seen := map[string]bool{}
+	for _, p := range Policies {
+		s := p.String()
+		if seen[s] || s == "" || s != p.String() {
+			t.Errorf("bad or repeated name %q", s)
+		}
+		seen[s] = true
+		if p.Describe(DefaultConfig) == "" {
+			t.Errorf("%v has no description", p)
+		}
+	}
+	if got := Policy(9).String(); got != "Policy(9)" {
+		t.Errorf("String() = %q", got)
+	}
+	if got := Policy(9).Describe(DefaultConfig); got != "Policy(9)" {
+		t.Errorf("Describe() = %q", got)
+	}
+	if _, err := strategy(DefaultConfig, Policy(9), nil); err == nil {
+		t.Error("unknown policy built a strategy")
+	}
+}
+
+func TestInterval(t *testing.T) {
+	for _, tc := range []struct{ d, want time.Duration }{
+		{time.Second, 100 * time.Millisecond},
+		{30 * time.Second, 100 * time.Millisecond},
+		{90 * time.Second, 500 * time.Millisecond},
+		{24 * time.Hour, 5 * time.Minute},
+		{1000 * time.Hour, 10 * time.Minute},
+	} {
+		if got := interval(tc.d); got != tc.want {
+			t.Errorf("interval(%v) = %v, want %v", tc.d, got, tc.want)
+		}
+	}
+}
+
+func BenchmarkRun(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Run(context.Background(), DefaultConfig); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
