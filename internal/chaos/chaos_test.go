@@ -1,0 +1,91 @@
+package chaos
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func dial(t *testing.T, addr string) testpb.TestServiceClient {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return testpb.NewTestServiceClient(cc)
+}
+
+func TestFaultsAndRestart(t *testing.T) {
+	s, err := Start(Faults{ErrorRate: 0.5, FatalRate: 0.25, PushbackRate: 1, PushbackValues: []string{"-1"}}, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	c := dial(t, s.Addr)
+	counts := map[codes.Code]int{}
+	for range 400 {
+		var tr metadata.MD
+		_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}, grpc.Trailer(&tr))
+		code := status.Code(err)
+		counts[code]++
+		if code != codes.OK && len(tr.Get("grpc-retry-pushback-ms")) != 1 {
+			t.Fatalf("failure without the pushback trailer: %v", err)
+		}
+	}
+	if counts[codes.OK] < 60 || counts[codes.Unavailable] < 160 || counts[codes.InvalidArgument] < 60 {
+		t.Fatalf("code mix %v far from 25%% OK, 50%% UNAVAILABLE, 25%% INVALID_ARGUMENT", counts)
+	}
+	if s.Attempts() != 400 {
+		t.Fatalf("Attempts = %d, want 400", s.Attempts())
+	}
+	s.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	_, err = c.UnaryCall(ctx, &testpb.SimpleRequest{})
+	cancel()
+	if status.Code(err) == codes.OK {
+		t.Fatal("a stopped server answered")
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = c.UnaryCall(ctx, &testpb.SimpleRequest{}, grpc.WaitForReady(true))
+	if c := status.Code(err); c != codes.OK && c != codes.Unavailable && c != codes.InvalidArgument {
+		t.Fatalf("after restart: %v", err)
+	}
+}
+
+func TestOutage(t *testing.T) {
+	s, err := Start(Faults{Outages: []Window{{0, time.Hour}}}, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	_, err = dial(t, s.Addr).UnaryCall(context.Background(), &testpb.SimpleRequest{})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("during an outage: %v", err)
+	}
+	if l := s.Load(); len(l) != 1 || l[0] != 1 {
+		t.Fatalf("load %v, want [1]", l)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, f := range []Faults{{ErrorRate: 2}, {ErrorRate: 0.7, FatalRate: 0.7}, {Latency: -1}, {Outages: []Window{{2, 1}}}} {
+		if _, err := Start(f, 1, 0); err == nil {
+			t.Errorf("Start(%+v) accepted", f)
+		}
+	}
+}
