@@ -1,0 +1,88 @@
+// Package connectretry is rebound's front door for connect-go: a
+// [connect.Interceptor] that retries and hedges client calls as a gRPC
+// service config says (gRFC A6), with the semantics of package grpcretry.
+//
+//	cfg, err := serviceconfig.Parse(serviceConfigJSON)
+//	...
+//	client := pingv1connect.NewPingServiceClient(httpClient, url,
+//		connect.WithInterceptors(connectretry.NewInterceptor(cfg)))
+//
+// # What is retried
+//
+// The method config is found by the call's procedure, "/pkg.Service/Method",
+// just as for gRPC; the three protocols (Connect, gRPC, gRPC-Web) behave the
+// same, and connect status codes are gRPC status codes.
+//
+//   - Unary calls follow the method's retryPolicy or hedgingPolicy.
+//   - Server-streaming calls follow its retryPolicy until the first response
+//     message arrives, or until the application reads the response header or
+//     trailer: from then on the call is committed to that attempt, and a
+//     later failure is returned as it is. A stream that ends cleanly without
+//     a message succeeds. A hedgingPolicy is not applied to streams: they are
+//     made once.
+//   - Client-streaming and bidirectional calls are never retried or hedged.
+//     Their messages go to the network as the application sends them;
+//     replaying them would mean holding all of them.
+//
+// Interceptors listed after this one in connect.WithInterceptors run once
+// per attempt; those before it once per call.
+//
+// # What is safe to retry
+//
+// A service config names status codes, not whether a procedure may run
+// twice: that is the service owner's knowledge. AIP-194 says to retry
+// automatically only unary calls that are idempotent or free of side
+// effects, which connect-go procedures declare with connect.IdempotencyLevel
+// (the idempotency_level option of a protobuf method). [AIP194] and
+// [AIP194Services] build the service config of that safe default set, and
+// [SafeToRetry] tells whether one procedure belongs to it. Configure other
+// procedures, or hedging, only when running them twice is harmless.
+//
+// # Semantics
+//
+//   - Backoff, maxAttempts (clamped by [WithMaxAttempts], 5 by default),
+//     retryable and non-fatal codes, and hedging delays are A6's, run by
+//     rebound's engine ([rebound.Policy], [rebound.Hedge]).
+//   - Pushback: the server's grpc-retry-pushback-ms is read from the
+//     error's metadata (connect.Error.Meta, the union of response headers
+//     and trailers, so a gRPC trailer and a Connect header both count). A
+//     valid value sets the next delay exactly; a negative or malformed one
+//     stops retrying.
+//   - Throttling: a retryThrottling setting keeps one token count per server
+//     name, shared by every Interceptor of the process (see
+//     [WithServerName]; by default the host of the client's URL).
+//   - Every attempt after the first carries the request header
+//     grpc-previous-rpc-attempts; a handler reads it with [PreviousAttempts].
+//   - The caller's context deadline covers all attempts, and no delay is
+//     slept that would pass it. The method config's timeout applies when it
+//     is shorter. Its waitForReady and message size limits are not applied:
+//     connect sets size limits per client (connect.WithReadMaxBytes,
+//     connect.WithSendMaxBytes).
+//   - A call that ends in failure after a policy governed it returns a
+//     *connect.Error with the last attempt's code, message, details and
+//     metadata, which unwraps to an [*Error] with the number of attempts and
+//     why retrying stopped. [CountAttempts] reports the number of attempts
+//     of any call, and a [rebound.Observer] attached to its context with
+//     [rebound.WithObserver] sees each retry, hedge and the final verdict.
+//
+// # Differences from grpcretry
+//
+// grpc-go hands response headers to the application as soon as they
+// arrive, so A6 commits a call once it has them. connect hands nothing of a
+// unary response to the application before the call returns; a unary
+// attempt that fails after sending headers is therefore still retried. For
+// server streams the commit points are those listed above.
+//
+// # Requests
+//
+// The caller's request is never modified by a retry: each retry, and each
+// hedged attempt, gets a copy of its header (interceptors after this one
+// see a connect.AnyRequest of another type, with the same methods and
+// values). The request message is marshaled again for each attempt, so it
+// must not change until the call returns (for a server stream, until its
+// first message arrives); nothing is buffered, so there is no buffer limit
+// to set. A connect.CallInfo from connect.NewClientContext describes the
+// last attempt of a retried call; for a hedged call it is not filled in,
+// because attempts run at the same time: read the response's Header and
+// Trailer instead.
+package connectretry

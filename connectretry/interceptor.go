@@ -1,0 +1,156 @@
+package connectretry
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+// Interceptor is a [connect.Interceptor] that retries and hedges client calls
+// as a service config says (gRFC A6). Install it on a client with
+// connect.WithInterceptors; put it last among the client's interceptors so
+// that the others run once per call rather than once per attempt. On a
+// handler it does nothing.
+//
+// An Interceptor keeps the throttle of each server name and a strategy per
+// method config; it is safe for concurrent use and may be shared by many
+// clients. The zero value has no service config: it makes every call once.
+type Interceptor struct {
+	cfg  *serviceconfig.Config
+	opts options
+	err  error // an invalid option, reported by every call
+
+	last    atomic.Pointer[target] // the target of the latest call
+	targets sync.Map               // server name -> *target
+}
+
+var _ connect.Interceptor = (*Interceptor)(nil)
+
+// target is the retry state of one server name.
+type target struct {
+	name     string
+	throttle *rebound.Throttle // nil without retryThrottling
+	err      error             // why the throttle could not be made
+	policies sync.Map          // *serviceconfig.MethodConfig -> *policyEntry
+}
+
+// policyEntry is the strategy of one method config for one server name:
+// retry or hedge is set, or err.
+type policyEntry struct {
+	retry *rebound.Policy
+	hedge *rebound.Hedger
+	err   error
+}
+
+// New returns an Interceptor for cfg, or an error naming the first invalid
+// option. A nil cfg configures no policy: calls are made once.
+func New(cfg *serviceconfig.Config, opts ...Option) (*Interceptor, error) {
+	o := buildOptions(opts)
+	if o.err != nil {
+		return nil, o.err
+	}
+	return &Interceptor{cfg: cfg, opts: o}, nil
+}
+
+// NewInterceptor returns the [Interceptor] for cfg, to install in one line:
+//
+//	client := pingv1connect.NewPingServiceClient(httpClient, url,
+//		connect.WithInterceptors(connectretry.NewInterceptor(cfg)))
+//
+// An invalid option does not panic: every client call through the
+// interceptor then fails with connect.CodeInternal and an error naming the
+// option, without reaching the server. Use [New] to see the error up front.
+func NewInterceptor(cfg *serviceconfig.Config, opts ...Option) connect.Interceptor {
+	i, err := New(cfg, opts...)
+	if err != nil {
+		return &Interceptor{err: err}
+	}
+	return i
+}
+
+// WrapStreamingHandler returns next: retries are a client matter.
+func (i *Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// target returns the retry state of a server name, made on first use. addr
+// is the peer's address, used unless WithServerName set a name.
+func (i *Interceptor) target(addr string) *target {
+	name := i.opts.serverName
+	if name == "" {
+		name = addr
+	}
+	if t := i.last.Load(); t != nil && t.name == name {
+		return t
+	}
+	v, ok := i.targets.Load(name)
+	if !ok {
+		t := &target{name: name}
+		t.throttle, t.err = a6.Throttle(name, i.cfg.RetryThrottling)
+		v, _ = i.targets.LoadOrStore(name, t)
+	}
+	t := v.(*target)
+	i.last.Store(t)
+	return t
+}
+
+// policy returns the strategy for mc on t, made on first use.
+func (i *Interceptor) policy(t *target, mc *serviceconfig.MethodConfig) *policyEntry {
+	if v, ok := t.policies.Load(mc); ok {
+		return v.(*policyEntry)
+	}
+	e := &policyEntry{err: t.err}
+	if e.err == nil {
+		opts := []rebound.Option{rebound.WithClassifier(rebound.Classify)}
+		if t.throttle != nil {
+			opts = append(opts, rebound.WithBudget(t.throttle))
+		}
+		if i.opts.clock != nil {
+			opts = append(opts, rebound.WithClock(i.opts.clock))
+		}
+		if i.opts.random != nil {
+			opts = append(opts, rebound.WithRandom(i.opts.random))
+		}
+		switch {
+		case mc.RetryPolicy != nil:
+			e.retry, e.err = rebound.NewPolicy(rebound.RetryPolicy{
+				MaxAttempts: mc.RetryPolicy.Attempts(i.opts.maxAttempts),
+				Backoff:     a6.Backoff(mc.RetryPolicy),
+			}, opts...)
+		case mc.HedgingPolicy != nil:
+			e.hedge, e.err = rebound.NewHedger(rebound.HedgePolicy{
+				MaxAttempts: mc.HedgingPolicy.Attempts(i.opts.maxAttempts),
+				Delay:       mc.HedgingPolicy.HedgingDelay,
+			}, opts...)
+		}
+	}
+	v, _ := t.policies.LoadOrStore(mc, e)
+	return v.(*policyEntry)
+}
+
+// policyError is the error of a call whose strategy could not be made
+// (possible only with a service config built by hand).
+func policyError(procedure string, err error) *connect.Error {
+	return connect.NewError(connect.CodeInternal, fmt.Errorf("connectretry: %s: %w", procedure, err))
+}
+
+// withTimeout applies mc's timeout to a call when it is shorter than ctx's
+// deadline. The cancel func is nil when ctx is returned unchanged.
+func withTimeout(ctx context.Context, mc *serviceconfig.MethodConfig) (context.Context, context.CancelFunc) {
+	if mc == nil || mc.Timeout <= 0 {
+		return ctx, nil
+	}
+	// Context deadlines run on real time, whatever the retry clock.
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= mc.Timeout {
+		return ctx, nil
+	}
+	return context.WithTimeout(ctx, mc.Timeout)
+}

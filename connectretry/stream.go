@@ -1,0 +1,225 @@
+package connectretry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+// Request headers that connect computes for each attempt from its context's
+// deadline; a replay keeps its own rather than the first attempt's.
+var timeoutKeys = []string{"Grpc-Timeout", "Connect-Timeout-Ms"}
+
+// WrapStreamingClient returns the function that opens client streams.
+// Server-streaming calls under a retry policy are retried until the first
+// response message arrives; other streams are made once. See the package
+// documentation.
+func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		if i.err != nil {
+			return newErrConn(spec, connect.NewError(connect.CodeInternal, i.err))
+		}
+		n := attemptsOut(ctx)
+		if n != nil {
+			*n = 1
+		}
+		mc := i.cfg.MethodConfig(spec.Procedure)
+		ctx, cancel := withTimeout(ctx, mc)
+		conn := next(ctx, spec)
+		if i.opts.disabled || mc == nil || mc.RetryPolicy == nil || spec.StreamType != connect.StreamTypeServer {
+			if cancel != nil {
+				return &cancelConn{StreamingClientConn: conn, cancel: cancel}
+			}
+			return conn
+		}
+		return &serverStream{
+			i: i, ctx: ctx, cancel: cancel, next: next, spec: spec, mc: mc, n: n,
+			first: conn, conn: conn,
+		}
+	}
+}
+
+// serverStream is a server-streaming call under a retry policy. The
+// request side (Send, CloseRequest, RequestHeader) goes to the first
+// attempt; the first Receive runs the retry loop, replaying the request
+// message on new attempts, until a response message arrives.
+type serverStream struct {
+	i      *Interceptor
+	ctx    context.Context
+	cancel context.CancelFunc // nil without a method timeout
+	next   connect.StreamingClientFunc
+	spec   connect.Spec
+	mc     *serviceconfig.MethodConfig
+	n      *int
+	first  connect.StreamingClientConn
+
+	mu     sync.Mutex // guards the request side's record below
+	msg    any        // the request message, replayed on each attempt
+	sends  int
+	closed bool
+
+	// The response side is used by one goroutine at a time (connect's
+	// contract for StreamingClientConn), so these need no lock.
+	conn      connect.StreamingClientConn // the current attempt
+	committed bool                        // the retry loop ran, or the caller read the response
+	attempts  int
+	eof       error // the first attempt's io.EOF, when the stream had no message
+	err       error // the retry loop's error
+}
+
+func (s *serverStream) Spec() connect.Spec         { return s.first.Spec() }
+func (s *serverStream) Peer() connect.Peer         { return s.first.Peer() }
+func (s *serverStream) RequestHeader() http.Header { return s.first.RequestHeader() }
+
+func (s *serverStream) Send(msg any) error {
+	s.mu.Lock()
+	s.sends++
+	if s.sends == 1 {
+		s.msg = msg
+	}
+	s.mu.Unlock()
+	return s.first.Send(msg)
+}
+
+func (s *serverStream) CloseRequest() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return s.first.CloseRequest()
+}
+
+func (s *serverStream) Receive(msg any) error {
+	if s.committed {
+		if s.err != nil {
+			return s.err
+		}
+		return s.conn.Receive(msg)
+	}
+	s.committed = true
+	s.mu.Lock()
+	replayable := s.sends == 1 && s.closed
+	s.mu.Unlock()
+	if !replayable {
+		// The request is not complete, or not one message: it cannot be
+		// replayed, so this attempt is the only one.
+		return s.conn.Receive(msg)
+	}
+	p := s.i.policy(s.i.target(s.first.Peer().Addr), s.mc)
+	if p.err != nil {
+		s.err = policyError(s.spec.Procedure, p.err)
+		return s.err
+	}
+	err := rebound.Do(s.ctx, p.retry, func(context.Context) error { return s.attempt(msg) })
+	if s.n != nil {
+		*s.n = s.attempts
+	}
+	if err != nil {
+		s.err = giveUp(s.ctx, err)
+		return s.err
+	}
+	return s.eof // nil, or the io.EOF of a stream without messages
+}
+
+// attempt makes one attempt and waits for its first message. A stream that
+// ends cleanly without one succeeds too.
+func (s *serverStream) attempt(msg any) error {
+	s.attempts++
+	if s.attempts > 1 {
+		if err := s.replay(); err != nil {
+			return &attemptError{err: err} // not retryable
+		}
+	}
+	err := s.conn.Receive(msg)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF):
+		s.eof = err
+		return nil
+	}
+	return classify(err, s.mc.RetryPolicy.RetryableStatusCodes)
+}
+
+// replay closes the failed attempt and sends the request again on a new
+// one, with the first attempt's request header and the attempts header.
+func (s *serverStream) replay() error {
+	_ = s.conn.CloseResponse()
+	c := s.next(s.ctx, s.spec)
+	s.conn = c
+	h := c.RequestHeader()
+	for k, v := range s.first.RequestHeader() {
+		if !slices.Contains(timeoutKeys, k) {
+			h[k] = slices.Clone(v)
+		}
+	}
+	h[previousAttemptsKey] = []string{strconv.Itoa(s.attempts - 1)}
+	if err := c.Send(s.msg); err != nil && !errors.Is(err, io.EOF) {
+		// A client-side failure, such as a message that cannot be marshaled.
+		return err
+	}
+	return c.CloseRequest()
+}
+
+func (s *serverStream) ResponseHeader() http.Header {
+	// Headers handed to the application commit the call to this attempt.
+	s.committed = true
+	return s.conn.ResponseHeader()
+}
+
+func (s *serverStream) ResponseTrailer() http.Header {
+	s.committed = true
+	return s.conn.ResponseTrailer()
+}
+
+func (s *serverStream) CloseResponse() error {
+	s.committed = true
+	err := s.conn.CloseResponse()
+	if s.cancel != nil {
+		s.cancel()
+	}
+	return err
+}
+
+// cancelConn releases the method timeout of a stream that is not retried
+// when its response is closed.
+type cancelConn struct {
+	connect.StreamingClientConn
+	cancel context.CancelFunc
+}
+
+func (c *cancelConn) CloseResponse() error {
+	err := c.StreamingClientConn.CloseResponse()
+	c.cancel()
+	return err
+}
+
+// errConn is a stream that fails every operation with err, for an
+// Interceptor with an invalid option. Nothing is sent.
+type errConn struct {
+	spec                     connect.Spec
+	err                      error
+	request, header, trailer http.Header
+}
+
+func newErrConn(spec connect.Spec, err error) *errConn {
+	return &errConn{spec: spec, err: err, request: make(http.Header), header: make(http.Header), trailer: make(http.Header)}
+}
+
+func (c *errConn) Spec() connect.Spec           { return c.spec }
+func (c *errConn) Peer() connect.Peer           { return connect.Peer{} }
+func (c *errConn) Send(any) error               { return c.err }
+func (c *errConn) CloseRequest() error          { return c.err }
+func (c *errConn) Receive(any) error            { return c.err }
+func (c *errConn) CloseResponse() error         { return c.err }
+func (c *errConn) RequestHeader() http.Header   { return c.request }
+func (c *errConn) ResponseHeader() http.Header  { return c.header }
+func (c *errConn) ResponseTrailer() http.Header { return c.trailer }

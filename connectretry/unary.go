@@ -1,0 +1,254 @@
+package connectretry
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"reflect"
+	"strconv"
+
+	"connectrpc.com/connect"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+// The metadata keys of A6 in their canonical http.Header form.
+var (
+	pushbackKey         = http.CanonicalHeaderKey(a6.PushbackHeader)
+	previousAttemptsKey = http.CanonicalHeaderKey(a6.PreviousAttemptsHeader)
+)
+
+// WrapUnary returns the function that retries or hedges a unary client call
+// per its method's policy. Handler calls pass through.
+func (i *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		spec := req.Spec()
+		if !spec.IsClient {
+			return next(ctx, req)
+		}
+		if i.err != nil {
+			return nil, connect.NewError(connect.CodeInternal, i.err)
+		}
+		return i.unary(ctx, next, req, spec)
+	}
+}
+
+func (i *Interceptor) unary(ctx context.Context, next connect.UnaryFunc, req connect.AnyRequest, spec connect.Spec) (connect.AnyResponse, error) {
+	n := attemptsOut(ctx)
+	mc := i.cfg.MethodConfig(spec.Procedure)
+	ctx, cancel := withTimeout(ctx, mc)
+	if cancel != nil {
+		defer cancel()
+	}
+	if i.opts.disabled || mc == nil || (mc.RetryPolicy == nil && mc.HedgingPolicy == nil) {
+		if n != nil {
+			*n = 1
+		}
+		return next(ctx, req)
+	}
+	p := i.policy(i.target(req.Peer().Addr), mc)
+	if p.err != nil {
+		if n != nil {
+			*n = 0
+		}
+		return nil, policyError(spec.Procedure, p.err)
+	}
+	if p.hedge != nil {
+		return hedgeUnary(ctx, p.hedge, mc.HedgingPolicy.NonFatalStatusCodes, next, req, n)
+	}
+	u := unaryCall{next: next, req: req, codes: mc.RetryPolicy.RetryableStatusCodes}
+	resp, err := rebound.DoValue(ctx, p.retry, u.attempt)
+	if n != nil {
+		*n = u.attempts
+	}
+	if err != nil {
+		return nil, giveUp(ctx, err)
+	}
+	return resp, nil
+}
+
+// unaryCall is the state of one retried unary call.
+type unaryCall struct {
+	next     connect.UnaryFunc
+	req      connect.AnyRequest
+	codes    serviceconfig.CodeSet
+	attempts int
+}
+
+// attempt makes one attempt. The first sends the caller's request as it is;
+// later ones send it with a copy of its header that carries the attempts
+// header, so the caller's request is never changed by a retry.
+func (u *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
+	u.attempts++
+	req := u.req
+	if u.attempts > 1 {
+		req = &attemptRequest{AnyRequest: u.req, header: attemptHeader(u.req.Header(), u.attempts-1)}
+	}
+	resp, err := u.next(ctx, req)
+	if err != nil {
+		return nil, classify(err, u.codes)
+	}
+	return resp, nil
+}
+
+// attemptRequest is the request of one attempt: the caller's, with a header
+// of its own. Embedding the caller's request gives it connect's unexported
+// methods, so the attempt's HTTP method is recorded on the embedded request.
+type attemptRequest struct {
+	connect.AnyRequest
+	header http.Header
+}
+
+// Header returns the attempt's header.
+func (r *attemptRequest) Header() http.Header { return r.header }
+
+// attemptHeader returns a copy of h for an attempt that follows previous
+// others; the first attempt (previous 0) carries no attempts header.
+func attemptHeader(h http.Header, previous int) http.Header {
+	c := h.Clone()
+	if c == nil {
+		c = make(http.Header, 1)
+	}
+	if previous > 0 {
+		c[previousAttemptsKey] = []string{strconv.Itoa(previous)}
+	}
+	return c
+}
+
+// attemptError is a failed attempt's error with what A6 makes of it.
+type attemptError struct {
+	err  error
+	info rebound.RetryInfo
+}
+
+func (e *attemptError) Error() string                { return e.err.Error() }
+func (e *attemptError) Unwrap() error                { return e.err }
+func (e *attemptError) RetryInfo() rebound.RetryInfo { return e.info }
+
+// classify describes a failed attempt for the engine: retryable (or
+// non-fatal) when its code is in codes, with the server's pushback. A
+// unary attempt is never committed: connect hands nothing of a response to
+// the application before the call returns, so a failed attempt can be
+// replaced without the caller seeing two responses.
+func classify(err error, codes serviceconfig.CodeSet) error {
+	code := connect.CodeUnknown
+	var pushback []string
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		code = ce.Code()
+		pushback = ce.Meta()[pushbackKey]
+	}
+	return &attemptError{err: err, info: a6.Info(codes.Has(serviceconfig.Code(code)), pushback, false)}
+}
+
+// hedgeUnary runs a unary call as A6 hedged attempts.
+//
+// Attempts run at the same time, so each gets its own copy of the request
+// and of its header: connect records the HTTP method on the request and the
+// timeout in the header. The copy of the request that won is copied back,
+// so the caller's request reports the method that was used. A
+// connect.CallInfo in ctx is hidden from the attempts (see hedgeContext).
+func hedgeUnary(ctx context.Context, hd *rebound.Hedger, codes serviceconfig.CodeSet, next connect.UnaryFunc, req connect.AnyRequest, n *int) (connect.AnyResponse, error) {
+	type won struct {
+		resp connect.AnyResponse
+		req  connect.AnyRequest
+	}
+	header := req.Header()
+	sent := make([]bool, hd.MaxAttempts())
+	op := func(ctx context.Context, attempt int) (won, error) {
+		sent[attempt-1] = true
+		r := copyRequest(req)
+		resp, err := next(ctx, &attemptRequest{AnyRequest: r, header: attemptHeader(header, attempt-1)})
+		if err != nil {
+			return won{}, classify(err, codes)
+		}
+		return won{resp, r}, nil
+	}
+	w, err := rebound.Hedge(hedgeContext{ctx}, hd, op)
+	// Hedge has waited for every attempt: sent is no longer written.
+	if n != nil {
+		*n = 0
+		for _, s := range sent {
+			if s {
+				*n++
+			}
+		}
+	}
+	if err != nil {
+		return nil, giveUp(ctx, err)
+	}
+	restoreRequest(req, w.req)
+	return w.resp, nil
+}
+
+// copyRequest returns a shallow copy of req, which is a *connect.Request[T]
+// for some T when it comes from connect. AnyRequest cannot be implemented
+// outside connect, and its type parameter is unknown here, hence reflect.
+// Anything else is returned as is.
+func copyRequest(req connect.AnyRequest) connect.AnyRequest {
+	v := reflect.ValueOf(req)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return req
+	}
+	c := reflect.New(v.Elem().Type())
+	c.Elem().Set(v.Elem())
+	return c.Interface().(connect.AnyRequest)
+}
+
+// restoreRequest copies the attempt's copy of the request back into the
+// caller's.
+func restoreRequest(req, copied connect.AnyRequest) {
+	if req == copied {
+		return
+	}
+	dst, src := reflect.ValueOf(req), reflect.ValueOf(copied)
+	if dst.Type() == src.Type() {
+		dst.Elem().Set(src.Elem())
+	}
+}
+
+// hedgeContext hides the connect.CallInfo of connect.NewClientContext from
+// hedged attempts. connect records each attempt's HTTP method and response
+// on it as the attempt is sent; attempts running at once would race on it,
+// and it would end up describing whichever attempt was sent last, not the
+// one that won. Handler call infos (Spec().IsClient false) stay visible.
+type hedgeContext struct{ context.Context }
+
+func (c hedgeContext) Value(key any) any {
+	v := c.Context.Value(key)
+	if ci, ok := v.(connect.CallInfo); ok && ci.Spec().IsClient {
+		return nil
+	}
+	return v
+}
+
+// giveUp turns the engine's verdict into the call's error: a *connect.Error
+// with the last attempt's code, message, details and metadata, which
+// unwraps to an [*Error].
+func giveUp(ctx context.Context, err error) error {
+	var re *rebound.Error
+	if !errors.As(err, &re) {
+		return err
+	}
+	last := re.Err
+	var ae *attemptError
+	if errors.As(last, &ae) {
+		last = ae.err
+	}
+	if last == nil {
+		last = contextError(ctx)
+	}
+	return (&Error{Err: last, Attempts: re.Attempts, Reason: re.Reason}).connectError()
+}
+
+// contextError is the error of a call whose context ended before any
+// attempt returned.
+func contextError(ctx context.Context) error {
+	code := connect.CodeCanceled
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		code = connect.CodeDeadlineExceeded
+	}
+	return connect.NewError(code, context.Cause(ctx))
+}
