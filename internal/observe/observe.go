@@ -293,3 +293,68 @@ func reasonText(err error) string {
 	}
 	return s
 }
+
+// Tracker gathers what one call's attempts did, for [Recorder.End]. The
+// zero value is ready; Start and Failed may be called from the goroutines
+// of hedged attempts at once. Delay is measured only between sequential
+// retries (a hedged call always has an attempt in flight, except while a
+// pushback holds the next hedge back, which is not counted).
+type Tracker struct {
+	mu        sync.Mutex
+	attempts  int
+	failed    int // failed attempts after the first
+	pushbacks int
+	delay     time.Duration
+	lastFail  time.Time
+}
+
+// Start notes an attempt starting at now (a zero now skips the delay
+// measurement).
+func (t *Tracker) Start(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.attempts++
+	if t.attempts > 1 && !t.lastFail.IsZero() && !now.IsZero() && now.After(t.lastFail) {
+		t.delay += now.Sub(t.lastFail)
+	}
+	t.lastFail = time.Time{}
+}
+
+// Failed notes that attempt number attempt failed at now with the given
+// classification.
+func (t *Tracker) Failed(attempt int, info rebound.RetryInfo, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if attempt > 1 {
+		t.failed++
+	}
+	if info.HasRetryAfter {
+		t.pushbacks++
+	}
+	t.lastFail = now
+}
+
+// Attempts returns the number of attempts started.
+func (t *Tracker) Attempts() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.attempts
+}
+
+// Call returns the summary for Recorder.End.
+func (t *Tracker) Call(method, target string, hedged bool, reason error) Call {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return Call{Method: method, Target: target, Attempts: t.attempts, Hedged: hedged, FailedLater: t.failed,
+		Delay: t.delay, Pushbacks: t.pushbacks, Reason: reason}
+}
+
+// Reason returns why retrying stopped, from a loop's error: the
+// rebound.Error's reason, or nil.
+func Reason(err error) error {
+	var re *rebound.Error
+	if errors.As(err, &re) {
+		return re.Reason
+	}
+	return nil
+}
