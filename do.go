@@ -77,7 +77,7 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 		if next == nil {
 			return zero, gaveUp(ctx, err, ErrInvalidToken, attempts)
 		}
-		if o := observerOf(ctx); o != nil {
+		if o := ObserverFrom(ctx); o != nil {
 			o.Retrying(attempts, err, next.Delay())
 		}
 		tok = next

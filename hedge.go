@@ -69,8 +69,9 @@ var errNilHedger = errors.New("rebound: nil Hedger")
 //   - A non-fatal failure counts against the budget and sends the next
 //     hedge at once; later ones follow at the delay. A pushback
 //     (RetryInfo.HasRetryAfter) sends the next hedge after exactly that
-//     time; a pushback "stop" ends hedging. A fatal failure cancels
-//     everything and is returned.
+//     time; a pushback "stop" counts against the budget too and ends
+//     hedging. A fatal failure cancels everything and is returned, as is a
+//     committed one (RetryInfo.Committed).
 //   - When every attempt has failed, Hedge returns after the last one ended,
 //     with an [*Error] for the last failure.
 //
@@ -101,7 +102,7 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 		running++
 		if sent > 1 {
 			if obs == nil {
-				obs = observerOf(parent)
+				obs = ObserverFrom(parent)
 			}
 			if obs != nil {
 				obs.Hedging(sent)
@@ -190,17 +191,24 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 				return zero, gaveUp(parent, last, context.Cause(parent), sent)
 			}
 			info := h.s.classify(r.err)
-			if info.Safety != SafetyYes && !info.ServerStop {
+			// A6 counts a non-fatal failure or a pushback "stop" against
+			// the throttle, whatever happens to the call next.
+			if (info.Safety == SafetyYes || info.ServerStop) && h.s.budget != nil {
+				h.s.budget.RecordFailure()
+			}
+			if info.Safety != SafetyYes {
+				// A fatal status cancels everything, pushback or not.
 				finish()
-				return zero, gaveUp(parent, last, ErrNotRetryable, sent)
+				reason := ErrNotRetryable
+				if info.ServerStop {
+					reason = ErrPushback
+				}
+				return zero, gaveUp(parent, last, reason, sent)
 			}
 			if info.Committed {
 				// This attempt's response had started: it is the answer.
 				finish()
 				return zero, gaveUp(parent, last, ErrCommitted, sent)
-			}
-			if h.s.budget != nil {
-				h.s.budget.RecordFailure()
 			}
 			switch {
 			case info.ServerStop:

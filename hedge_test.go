@@ -260,3 +260,42 @@ func TestHedgeDelayFunc(t *testing.T) {
 		t.Fatalf("Hedge = %v with %d DelayFunc calls", err, calls)
 	}
 }
+
+func TestHedgeFatalPushbackStopCancelsAll(t *testing.T) {
+	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 10, TokenRatio: 1})
+	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 3, Delay: hedgeDelay}, rebound.WithBudget(th))
+	r.expect("start 1")
+	r.advance(hedgeDelay)
+	r.expect("start 2")
+	// A fatal status that also carries pushback "stop": fatal wins, so
+	// attempt 1 is cancelled rather than awaited, and the stop still
+	// counts against the throttle.
+	r.outcome[2] <- rebound.Mark(errBad, rebound.RetryInfo{ServerStop: true})
+	r.expect("cancel 1")
+	err := r.result()
+	if !errors.Is(err, errBad) || !errors.Is(err, rebound.ErrPushback) {
+		t.Fatalf("Hedge = %v, want the fatal error and ErrPushback", err)
+	}
+	if th.Tokens() != 9000 {
+		t.Fatalf("pushback stop: tokens = %d, want 9000", th.Tokens())
+	}
+	if r.clk.Pending() != 0 {
+		t.Fatal("a hedge timer outlived the call")
+	}
+}
+
+func TestHedgeCommittedCountsAgainstThrottle(t *testing.T) {
+	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 10, TokenRatio: 1})
+	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 3, Delay: hedgeDelay}, rebound.WithBudget(th))
+	r.expect("start 1")
+	r.advance(hedgeDelay)
+	r.expect("start 2")
+	r.outcome[1] <- rebound.Mark(errFlaky, rebound.RetryInfo{Safety: rebound.SafetyYes, Committed: true})
+	r.expect("cancel 2")
+	if err := r.result(); !errors.Is(err, rebound.ErrCommitted) {
+		t.Fatalf("Hedge = %v, want ErrCommitted", err)
+	}
+	if th.Tokens() != 9000 {
+		t.Fatalf("committed non-fatal failure: tokens = %d, want 9000", th.Tokens())
+	}
+}

@@ -30,14 +30,17 @@ func WithObserver(ctx context.Context, o Observer) context.Context {
 	return context.WithValue(ctx, observerKey{}, o)
 }
 
-func observerOf(ctx context.Context) Observer {
+// ObserverFrom returns the Observer ctx carries, or nil; an observer that
+// wraps another uses it to pass events on.
+func ObserverFrom(ctx context.Context) Observer {
 	o, _ := ctx.Value(observerKey{}).(Observer)
 	return o
 }
 
+
 // gaveUp builds the loop's error and tells ctx's observer.
 func gaveUp(ctx context.Context, err, reason error, attempts int) *Error {
-	if o := observerOf(ctx); o != nil {
+	if o := ObserverFrom(ctx); o != nil {
 		o.GaveUp(attempts, err, reason)
 	}
 	return &Error{Err: err, Reason: reason, Attempts: attempts}

@@ -65,6 +65,22 @@
 //     of any call, and a [rebound.Observer] attached to its context with
 //     [rebound.WithObserver] sees each retry, hedge and the final verdict.
 //
+// # Seeing retries
+//
+// [Interceptor.Stats] returns the retry statistics of gRFC A6 by procedure:
+// how many retry (or hedged) attempts calls made, how many of those failed,
+// their histogram by ordinal (1st, 2nd, …, 5th–9th, …), and how many calls
+// the throttle refused or server pushback delayed or stopped.
+// [WithMeterProvider] records the same as the OpenTelemetry instruments of
+// gRFC A96 (grpc.client.call.retries, grpc.client.call.hedges,
+// grpc.client.call.retry_delay, with the attributes grpc.method and
+// grpc.target), and [WithLogger] writes one debug record per decision: a
+// retry scheduled, a hedge sent, a server stream committed, or giving up
+// and why. A unary call is recorded when it returns, a server stream when
+// it commits to an attempt (or fails before one); calls that no policy
+// governs are not recorded. Hedged attempts overlap, so the delay of hedged
+// calls is not measured.
+//
 // # Differences from grpcretry
 //
 // grpc-go hands response headers to the application as soon as they

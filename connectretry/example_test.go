@@ -84,3 +84,46 @@ func ExampleAIP194() {
 	// CreateBook is made once
 	// WatchBooks is made once
 }
+
+func ExampleInterceptor_Stats() {
+	// A greeter that is unavailable for its first two calls.
+	const greet = "/acme.greet.v1.GreetService/Greet"
+	var calls atomic.Int32
+	mux := http.NewServeMux()
+	mux.Handle(greet, connect.NewUnaryHandler(greet,
+		func(_ context.Context, req *connect.Request[wrapperspb.StringValue]) (*connect.Response[wrapperspb.StringValue], error) {
+			if calls.Add(1) <= 2 {
+				return nil, connect.NewError(connect.CodeUnavailable, errors.New("warming up"))
+			}
+			return connect.NewResponse(wrapperspb.String("hello, " + req.Msg.GetValue())), nil
+		}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	cfg, err := serviceconfig.Parse([]byte(`{"methodConfig": [{
+	  "name": [{"service": "acme.greet.v1.GreetService"}],
+	  "retryPolicy": {"maxAttempts": 4, "initialBackoff": "0.01s", "maxBackoff": "0.1s",
+	    "backoffMultiplier": 2, "retryableStatusCodes": ["unavailable"]}
+	}]}`))
+	if err != nil {
+		panic(err)
+	}
+	// Add connectretry.WithMeterProvider for OpenTelemetry metrics, and
+	// connectretry.WithLogger for a debug log of each decision.
+	interceptor, err := connectretry.New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](srv.Client(), srv.URL+greet,
+		connect.WithInterceptors(interceptor))
+	if _, err := client.CallUnary(context.Background(), connect.NewRequest(wrapperspb.String("rebound"))); err != nil {
+		panic(err)
+	}
+
+	s := interceptor.Stats()[greet]
+	fmt.Println(s.Calls, "call,", s.Retries.Attempts, "retries,", s.Retries.Failed, "failed")
+	fmt.Println("first retries:", s.Retries.Histogram[0], "second retries:", s.Retries.Histogram[1])
+	// Output:
+	// 1 call, 2 retries, 1 failed
+	// first retries: 1 second retries: 1
+}

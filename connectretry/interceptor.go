@@ -11,6 +11,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -20,13 +21,15 @@ import (
 // that the others run once per call rather than once per attempt. On a
 // handler it does nothing.
 //
-// An Interceptor keeps the throttle of each server name and a strategy per
-// method config; it is safe for concurrent use and may be shared by many
-// clients. The zero value has no service config: it makes every call once.
+// An Interceptor keeps the throttle of each server name, a strategy per
+// method config and the statistics of its calls ([Interceptor.Stats]); it is
+// safe for concurrent use and may be shared by many clients. The zero value
+// has no service config: it makes every call once.
 type Interceptor struct {
 	cfg  *serviceconfig.Config
 	opts options
-	err  error // an invalid option, reported by every call
+	err  error             // an invalid option, reported by every call
+	rec  *observe.Recorder // nil in the zero value and after an invalid option
 
 	last    atomic.Pointer[target] // the target of the latest call
 	targets sync.Map               // server name -> *target
@@ -57,8 +60,21 @@ func New(cfg *serviceconfig.Config, opts ...Option) (*Interceptor, error) {
 	if o.err != nil {
 		return nil, o.err
 	}
-	return &Interceptor{cfg: cfg, opts: o}, nil
+	rec, err := observe.New(o.meters, o.logger, "github.com/rebound-go/rebound/connectretry")
+	if err != nil {
+		return nil, fmt.Errorf("connectretry: WithMeterProvider: %w", err)
+	}
+	return &Interceptor{cfg: cfg, opts: o, rec: rec}, nil
 }
+
+// Stats returns a snapshot of the retry statistics (gRFC A6) of the calls
+// that a retry or hedging policy governed, by procedure
+// ("/pkg.Service/Method"): a unary call is counted when it returns, a
+// server stream when it commits to an attempt or fails before one. Calls
+// made once because no policy applies are not counted. Stats is safe to
+// call at any time, also while calls run; the result is the caller's. It
+// is empty for the zero Interceptor and for one with an invalid option.
+func (i *Interceptor) Stats() rebound.Stats { return i.rec.Stats() }
 
 // NewInterceptor returns the [Interceptor] for cfg, to install in one line:
 //
@@ -134,6 +150,14 @@ func (i *Interceptor) policy(t *target, mc *serviceconfig.MethodConfig) *policyE
 	}
 	v, _ := t.policies.LoadOrStore(mc, e)
 	return v.(*policyEntry)
+}
+
+// clock returns the clock that retry delays run on, for measuring them.
+func (i *Interceptor) clock() rebound.Clock {
+	if i.opts.clock != nil {
+		return i.opts.clock
+	}
+	return rebound.RealClock()
 }
 
 // policyError is the error of a call whose strategy could not be made

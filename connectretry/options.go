@@ -2,6 +2,9 @@ package connectretry
 
 import (
 	"fmt"
+	"log/slog"
+
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/serviceconfig"
@@ -21,6 +24,8 @@ type options struct {
 	serverName  string
 	clock       rebound.Clock
 	random      rebound.Random
+	meters      metric.MeterProvider
+	logger      *slog.Logger
 	err         error
 }
 
@@ -85,6 +90,41 @@ func WithRandom(r rebound.Random) Option {
 			return
 		}
 		o.random = r
+	})
+}
+
+// WithMeterProvider records the OpenTelemetry instruments of gRFC A96 with
+// mp, once per call that a retry or hedging policy governs, when the call
+// ends (for a server stream, when it commits to an attempt):
+// grpc.client.call.retries, grpc.client.call.hedges and
+// grpc.client.call.retry_delay, with the attributes grpc.method (the
+// procedure) and grpc.target (the server name of [WithServerName]), and the
+// counters grpc.client.call.retries_throttled and
+// grpc.client.call.retries_pushback_stopped of calls whose retries the
+// throttle or server pushback stopped. The meter's scope is
+// "github.com/rebound-go/rebound/connectretry".
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(o *options) {
+		if mp == nil {
+			o.fail("WithMeterProvider: nil MeterProvider")
+			return
+		}
+		o.meters = mp
+	})
+}
+
+// WithLogger logs each retry decision to l at debug level, one record per
+// decision: a retry scheduled (with its delay and the error that caused
+// it), a hedge sent, a server stream committed to an attempt, and giving up
+// (throttled, stopped by pushback, or why else). Nothing is logged, and
+// nothing is spent on logging, while l does not log at debug level.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(o *options) {
+		if l == nil {
+			o.fail("WithLogger: nil Logger")
+			return
+		}
+		o.logger = l
 	})
 }
 

@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -43,7 +46,7 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 		}
 		return &serverStream{
 			i: i, ctx: ctx, cancel: cancel, next: next, spec: spec, mc: mc, n: n,
-			first: conn, conn: conn,
+			first: conn, conn: conn, clock: i.clock(),
 		}
 	}
 }
@@ -74,6 +77,8 @@ type serverStream struct {
 	attempts  int
 	eof       error // the first attempt's io.EOF, when the stream had no message
 	err       error // the retry loop's error
+	clock     rebound.Clock
+	tr        observe.Tracker
 }
 
 func (s *serverStream) Spec() connect.Spec         { return s.first.Spec() }
@@ -104,24 +109,35 @@ func (s *serverStream) Receive(msg any) error {
 		}
 		return s.conn.Receive(msg)
 	}
-	s.committed = true
 	s.mu.Lock()
 	replayable := s.sends == 1 && s.closed
 	s.mu.Unlock()
 	if !replayable {
 		// The request is not complete, or not one message: it cannot be
 		// replayed, so this attempt is the only one.
+		s.commitFirst("request not replayable")
 		return s.conn.Receive(msg)
 	}
-	p := s.i.policy(s.i.target(s.first.Peer().Addr), s.mc)
+	s.committed = true
+	t := s.i.target(s.first.Peer().Addr)
+	p := s.i.policy(t, s.mc)
 	if p.err != nil {
 		s.err = policyError(s.spec.Procedure, p.err)
 		return s.err
 	}
-	err := rebound.Do(s.ctx, p.retry, func(context.Context) error { return s.attempt(msg) })
+	ctx := s.i.rec.Observer(s.ctx, s.spec.Procedure, t.name)
+	err := rebound.Do(ctx, p.retry, func(context.Context) error { return s.attempt(msg) })
 	if s.n != nil {
 		*s.n = s.attempts
 	}
+	if err == nil {
+		why := "first response message"
+		if s.eof != nil {
+			why = "response ended without a message"
+		}
+		s.i.rec.Log(ctx, "rebound: committed", s.spec.Procedure, t.name, slog.Int("attempt", s.attempts), slog.String("why", why))
+	}
+	s.i.end(ctx, &s.tr, 0, s.spec.Procedure, t.name, false, err)
 	if err != nil {
 		s.err = giveUp(s.ctx, err)
 		return s.err
@@ -129,14 +145,34 @@ func (s *serverStream) Receive(msg any) error {
 	return s.eof // nil, or the io.EOF of a stream without messages
 }
 
+// commitFirst commits the call to its first attempt without running the
+// retry loop, and records it; why, unless empty, is logged. The caller's
+// own choices, such as closing the response unread, are not logged.
+func (s *serverStream) commitFirst(why string) {
+	if s.committed {
+		return
+	}
+	s.committed = true
+	s.tr.Start(time.Time{})
+	target := s.i.target(s.first.Peer().Addr).name
+	if why != "" {
+		s.i.rec.Log(s.ctx, "rebound: committed", s.spec.Procedure, target, slog.Int("attempt", 1), slog.String("why", why))
+	}
+	s.i.end(s.ctx, &s.tr, 0, s.spec.Procedure, target, false, nil)
+}
+
 // attempt makes one attempt and waits for its first message. A stream that
 // ends cleanly without one succeeds too.
 func (s *serverStream) attempt(msg any) error {
 	s.attempts++
 	if s.attempts > 1 {
+		s.tr.Start(s.clock.Now())
 		if err := s.replay(); err != nil {
+			s.tr.Failed(s.attempts, rebound.RetryInfo{}, s.clock.Now())
 			return &attemptError{err: err} // not retryable
 		}
+	} else {
+		s.tr.Start(time.Time{})
 	}
 	err := s.conn.Receive(msg)
 	switch {
@@ -146,7 +182,9 @@ func (s *serverStream) attempt(msg any) error {
 		s.eof = err
 		return nil
 	}
-	return classify(err, s.mc.RetryPolicy.RetryableStatusCodes)
+	ae := classify(err, s.mc.RetryPolicy.RetryableStatusCodes)
+	s.tr.Failed(s.attempts, ae.info, s.clock.Now())
+	return ae
 }
 
 // replay closes the failed attempt and sends the request again on a new
@@ -171,17 +209,17 @@ func (s *serverStream) replay() error {
 
 func (s *serverStream) ResponseHeader() http.Header {
 	// Headers handed to the application commit the call to this attempt.
-	s.committed = true
+	s.commitFirst("response header read")
 	return s.conn.ResponseHeader()
 }
 
 func (s *serverStream) ResponseTrailer() http.Header {
-	s.committed = true
+	s.commitFirst("response trailer read")
 	return s.conn.ResponseTrailer()
 }
 
 func (s *serverStream) CloseResponse() error {
-	s.committed = true
+	s.commitFirst("")
 	err := s.conn.CloseResponse()
 	if s.cancel != nil {
 		s.cancel()

@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -48,25 +50,43 @@ func (i *Interceptor) unary(ctx context.Context, next connect.UnaryFunc, req con
 		}
 		return next(ctx, req)
 	}
-	p := i.policy(i.target(req.Peer().Addr), mc)
+	t := i.target(req.Peer().Addr)
+	p := i.policy(t, mc)
 	if p.err != nil {
 		if n != nil {
 			*n = 0
 		}
 		return nil, policyError(spec.Procedure, p.err)
 	}
+	ctx = i.rec.Observer(ctx, spec.Procedure, t.name)
 	if p.hedge != nil {
-		return hedgeUnary(ctx, p.hedge, mc.HedgingPolicy.NonFatalStatusCodes, next, req, n)
+		return i.hedgeUnary(ctx, p.hedge, mc.HedgingPolicy.NonFatalStatusCodes, next, req, spec.Procedure, t.name, n)
 	}
-	u := unaryCall{next: next, req: req, codes: mc.RetryPolicy.RetryableStatusCodes}
+	u := unaryCall{next: next, req: req, codes: mc.RetryPolicy.RetryableStatusCodes, clock: i.clock()}
 	resp, err := rebound.DoValue(ctx, p.retry, u.attempt)
 	if n != nil {
 		*n = u.attempts
 	}
+	i.end(ctx, u.tr, u.attempts, spec.Procedure, t.name, false, err)
 	if err != nil {
 		return nil, giveUp(ctx, err)
 	}
 	return resp, nil
+}
+
+// end records a call that a policy governed. tr is nil when no attempt
+// failed, and attempts then says how many ran; err is the retry loop's.
+func (i *Interceptor) end(ctx context.Context, tr *observe.Tracker, attempts int, method, target string, hedged bool, err error) {
+	var reason error
+	if err != nil {
+		// Only here: looking for the reason costs an allocation.
+		reason = observe.Reason(err)
+	}
+	c := observe.Call{Method: method, Target: target, Attempts: attempts, Hedged: hedged, Reason: reason}
+	if tr != nil {
+		c = tr.Call(method, target, hedged, reason)
+	}
+	i.rec.End(ctx, &c)
 }
 
 // unaryCall is the state of one retried unary call.
@@ -74,7 +94,12 @@ type unaryCall struct {
 	next     connect.UnaryFunc
 	req      connect.AnyRequest
 	codes    serviceconfig.CodeSet
+	clock    rebound.Clock // read only after a failure
 	attempts int
+	// tr follows the attempts from the first failure on. It is made then,
+	// not held by value: a Tracker's lock would move the whole unaryCall
+	// to the heap, an allocation on every call's success path.
+	tr *observe.Tracker
 }
 
 // attempt makes one attempt. The first sends the caller's request as it is;
@@ -84,11 +109,18 @@ func (u *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
 	u.attempts++
 	req := u.req
 	if u.attempts > 1 {
+		u.tr.Start(u.clock.Now()) // an attempt failed before: tr is set
 		req = &attemptRequest{AnyRequest: u.req, header: attemptHeader(u.req.Header(), u.attempts-1)}
 	}
 	resp, err := u.next(ctx, req)
 	if err != nil {
-		return nil, classify(err, u.codes)
+		ae := classify(err, u.codes)
+		if u.tr == nil {
+			u.tr = new(observe.Tracker)
+			u.tr.Start(time.Time{}) // the first attempt, whose start is not needed
+		}
+		u.tr.Failed(u.attempts, ae.info, u.clock.Now())
+		return nil, ae
 	}
 	return resp, nil
 }
@@ -132,7 +164,7 @@ func (e *attemptError) RetryInfo() rebound.RetryInfo { return e.info }
 // unary attempt is never committed: connect hands nothing of a response to
 // the application before the call returns, so a failed attempt can be
 // replaced without the caller seeing two responses.
-func classify(err error, codes serviceconfig.CodeSet) error {
+func classify(err error, codes serviceconfig.CodeSet) *attemptError {
 	code := connect.CodeUnknown
 	var pushback []string
 	var ce *connect.Error
@@ -150,32 +182,33 @@ func classify(err error, codes serviceconfig.CodeSet) error {
 // timeout in the header. The copy of the request that won is copied back,
 // so the caller's request reports the method that was used. A
 // connect.CallInfo in ctx is hidden from the attempts (see hedgeContext).
-func hedgeUnary(ctx context.Context, hd *rebound.Hedger, codes serviceconfig.CodeSet, next connect.UnaryFunc, req connect.AnyRequest, n *int) (connect.AnyResponse, error) {
+//
+// Hedged attempts overlap, so no delay between them is measured, and the
+// clock is not read.
+func (i *Interceptor) hedgeUnary(ctx context.Context, hd *rebound.Hedger, codes serviceconfig.CodeSet, next connect.UnaryFunc, req connect.AnyRequest, procedure, target string, n *int) (connect.AnyResponse, error) {
 	type won struct {
 		resp connect.AnyResponse
 		req  connect.AnyRequest
 	}
 	header := req.Header()
-	sent := make([]bool, hd.MaxAttempts())
+	var tr observe.Tracker
 	op := func(ctx context.Context, attempt int) (won, error) {
-		sent[attempt-1] = true
+		tr.Start(time.Time{})
 		r := copyRequest(req)
 		resp, err := next(ctx, &attemptRequest{AnyRequest: r, header: attemptHeader(header, attempt-1)})
 		if err != nil {
-			return won{}, classify(err, codes)
+			ae := classify(err, codes)
+			tr.Failed(attempt, ae.info, time.Time{})
+			return won{}, ae
 		}
 		return won{resp, r}, nil
 	}
 	w, err := rebound.Hedge(hedgeContext{ctx}, hd, op)
-	// Hedge has waited for every attempt: sent is no longer written.
+	// Hedge has waited for every attempt: tr is complete.
 	if n != nil {
-		*n = 0
-		for _, s := range sent {
-			if s {
-				*n++
-			}
-		}
+		*n = tr.Attempts()
 	}
+	i.end(ctx, &tr, 0, procedure, target, true, err)
 	if err != nil {
 		return nil, giveUp(ctx, err)
 	}

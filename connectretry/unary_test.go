@@ -480,6 +480,8 @@ func TestInvalidOptions(t *testing.T) {
 		"empty server":   connectretry.WithServerName(""),
 		"nil clock":      connectretry.WithClock(nil),
 		"nil random":     connectretry.WithRandom(nil),
+		"nil meters":     connectretry.WithMeterProvider(nil),
+		"nil logger":     connectretry.WithLogger(nil),
 		"nil option":     nil,
 	} {
 		if _, err := connectretry.New(nil, opt); err == nil || !strings.HasPrefix(err.Error(), "connectretry: ") {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rebound-go/rebound"
 )
@@ -39,6 +40,9 @@ type statusError struct {
 	resp      *http.Response
 	info      rebound.RetryInfo
 	discarded bool
+	// overCap is a Retry-After hint beyond the cap, which ended retrying;
+	// 0 otherwise.
+	overCap time.Duration
 }
 
 func (e *statusError) Error() string {
@@ -80,7 +84,7 @@ func (t *Transport) checkResponse(resp *http.Response, idempotent bool) error {
 			if d > t.cfg.retryAfterCap {
 				// The server asks for a longer pause than the caller will
 				// wait: give the response back now.
-				return &statusError{resp: resp}
+				return &statusError{resp: resp, overCap: d}
 			}
 			info.HasRetryAfter, info.RetryAfter = true, d
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,38 @@ func ExampleNewTransport() {
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Println(resp.StatusCode, string(body), "after", requests.Load(), "requests")
 	// Output: 200 hello after 3 requests
+}
+
+func ExampleTransport_Stats() {
+	// A server that is unavailable for its first two requests.
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) <= 2 {
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "hello")
+	}))
+	defer srv.Close()
+
+	// Add httpretry.WithMeterProvider for OpenTelemetry metrics, and
+	// httpretry.WithLogger for a debug log of each decision.
+	tr := httpretry.NewTransport(nil,
+		httpretry.WithBackoff(rebound.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2}))
+	client := &http.Client{Transport: tr}
+	defer client.CloseIdleConnections()
+
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+
+	// Requests are counted by method and host.
+	s := tr.Stats()["GET "+strings.TrimPrefix(srv.URL, "http://")]
+	fmt.Println(s.Calls, "request,", s.Retries.Attempts, "retries,", s.Retries.Failed, "failed")
+	// Output: 1 request, 2 retries, 1 failed
 }
 
 func ExampleParseRetryAfter() {

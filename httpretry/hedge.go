@@ -6,8 +6,10 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/observe"
 )
 
 // hedged is one attempt of a hedged request.
@@ -17,20 +19,23 @@ type hedged struct {
 }
 
 // hedge sends an idempotent request as hedged attempts. Each attempt runs
-// under its own context, derived from the caller's rather than from the one
-// [rebound.Hedge] gives it: Hedge cancels its context when it returns, and
-// that would cut off the body of the response handed back. Hedge's context
-// still cancels an attempt while it is in flight; once an attempt has its
-// response, only this function ends it: the response returned keeps its
-// context until its body is closed, the others are cancelled and closed
-// before hedge returns.
-func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing) (*http.Response, error) {
+// under its own context, derived from the request's rather than from the
+// one [rebound.Hedge] gives it: Hedge cancels its context when it returns,
+// and that would cut off the body of the response handed back. Hedge's
+// context still cancels an attempt while it is in flight; once an attempt
+// has its response, only this function ends it: the response returned
+// keeps its context until its body is closed, the others are cancelled and
+// closed before hedge returns. ctx is the request's, with the logging
+// observer. Hedged attempts overlap, so no delay between them is measured,
+// and the clock is not read.
+func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing, name, target string) (*http.Response, error) {
 	var (
 		mu       sync.Mutex
 		attempts []*hedged
+		tr       observe.Tracker
 	)
 	op := func(hctx context.Context, n int) (*http.Response, error) {
-		actx, cancel := context.WithCancel(ctx)
+		actx, cancel := context.WithCancel(out.first.Context())
 		a := &hedged{cancel: cancel}
 		mu.Lock()
 		attempts = append(attempts, a)
@@ -42,6 +47,7 @@ func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing
 				return nil, rebound.Permanent(err)
 			}
 		}
+		tr.Start(time.Time{})
 		stop := context.AfterFunc(hctx, cancel)
 		resp, err := t.send(r.WithContext(actx), true)
 		stop()
@@ -55,11 +61,14 @@ func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing
 			mu.Unlock()
 		}
 		if err != nil {
+			tr.Failed(n, rebound.Classify(err), time.Time{})
+			t.logCommitted(ctx, err, n, name, target)
 			return nil, err
 		}
 		return resp, nil
 	}
 	resp, err := rebound.Hedge(ctx, hd, op)
+	t.end(ctx, &tr, 0, name, target, true, err)
 	if err != nil {
 		var se *statusError
 		if errors.As(err, &se) && ctx.Err() == nil {

@@ -43,3 +43,29 @@ func TestHostsBounded(t *testing.T) {
 		t.Fatal("hosts past the bound do not share the overflow state")
 	}
 }
+
+func TestNamesBounded(t *testing.T) {
+	tr := NewTransport(ok{})
+	tr.maxNames = 2
+	for _, r := range []struct{ method, host string }{
+		{"", "a"}, {http.MethodGet, "a"}, {http.MethodPut, "a"}, {http.MethodGet, "b"}, {http.MethodPut, "a"},
+	} {
+		req, _ := http.NewRequest(r.method, "http://"+r.host+"/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	// An empty method is GET; pairs past the bound share one name.
+	got := map[string]uint64{}
+	for name, s := range tr.Stats() {
+		got[name] = s.Calls
+	}
+	if want := map[string]uint64{"GET a": 2, "PUT a": 2, "(other)": 1}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("calls by name %v, want %v", got, want)
+	}
+	if name, target := tr.name(http.MethodGet, "c"); name != "(other)" || target != "(other)" {
+		t.Fatalf("name past the bound %q, target %q; want (other) for both", name, target)
+	}
+}

@@ -3,8 +3,11 @@ package httpretry
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/rebound-go/rebound"
 )
@@ -50,6 +53,8 @@ type config struct {
 	clock         rebound.Clock
 	random        rebound.Random
 	maxBuffered   int64
+	meters        metric.MeterProvider
+	logger        *slog.Logger
 
 	// set records which options configure the built-in strategy, to reject
 	// them next to WithStrategy.
@@ -225,6 +230,43 @@ func WithMaxBufferedBody(n int64) Option {
 			return
 		}
 		c.maxBuffered = n
+	})
+}
+
+// WithMeterProvider records the OpenTelemetry instruments of gRFC A96 with
+// mp, once per request when its RoundTrip returns: grpc.client.call.retries,
+// grpc.client.call.hedges and grpc.client.call.retry_delay, with the
+// attributes grpc.method (the request's method and host, as in
+// [Transport.Stats]) and grpc.target (its host), and the counter
+// grpc.client.call.retries_throttled of requests whose retries the budget
+// refused. HTTP has no server signal that stops retrying, so
+// grpc.client.call.retries_pushback_stopped counts only a [WithStrategy]
+// strategy's [rebound.ErrPushback]. The meter's scope is
+// "github.com/rebound-go/rebound/httpretry".
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) {
+		if mp == nil {
+			c.fail("WithMeterProvider", "nil MeterProvider")
+			return
+		}
+		c.meters = mp
+	})
+}
+
+// WithLogger logs each retry decision to l at debug level, one record per
+// decision: a retry scheduled (with its delay and the failure that caused
+// it, and whether a Retry-After hint set it), a hedge sent, a response
+// returned as it is because its Retry-After hint is beyond the cap or
+// because the request's body cannot be replayed, and giving up (budget
+// exhausted, or why else). Nothing is logged, and nothing is spent on
+// logging, while l does not log at debug level.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) {
+		if l == nil {
+			c.fail("WithLogger", "nil Logger")
+			return
+		}
+		c.logger = l
 	})
 }
 

@@ -3,10 +3,14 @@ package httpretry
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/observe"
 )
 
 // ErrBodyNotReplayable is the reason a request was not retried when its
@@ -19,6 +23,13 @@ var errZeroTransport = errors.New("httpretry: Transport not made by NewTransport
 // maxHosts bounds the hosts that get their own budget.
 const maxHosts = 1024
 
+// maxNames bounds the method and host pairs that get their own name in
+// Stats and metrics; further requests are counted under otherName.
+const maxNames = 1024
+
+// otherName is the method and the target of requests beyond maxNames.
+const otherName = "(other)"
+
 // Transport is an [http.RoundTripper] that retries requests on a base
 // RoundTripper (see [NewTransport]). It is safe for concurrent use; share
 // one per client so that per-host budgets see all of its traffic. The zero
@@ -27,6 +38,7 @@ type Transport struct {
 	base http.RoundTripper
 	cfg  *config
 	err  error
+	rec  *observe.Recorder // nil in the zero value and after an invalid option
 
 	// shared serves every host when budgets are not kept per host.
 	shared *host
@@ -36,7 +48,14 @@ type Transport struct {
 	nhosts   int        // guarded by mu
 	maxHosts int
 	overflow *host // guarded by mu; hosts beyond maxHosts
+
+	names    sync.Map // callName → its name in Stats
+	nnames   int      // guarded by mu
+	maxNames int
 }
+
+// callName is what requests are counted by in Stats and metrics.
+type callName struct{ method, host string }
 
 // host is the state kept per host: a strategy and a hedger that share the
 // host's budget.
@@ -84,10 +103,16 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	t := &Transport{base: base, cfg: newConfig(opts), maxHosts: maxHosts}
+	t := &Transport{base: base, cfg: newConfig(opts), maxHosts: maxHosts, maxNames: maxNames}
 	if t.err = t.cfg.err(); t.err != nil {
 		return t
 	}
+	rec, err := observe.New(t.cfg.meters, t.cfg.logger, "github.com/rebound-go/rebound/httpretry")
+	if err != nil {
+		t.err = fmt.Errorf("httpretry: WithMeterProvider: %w", err)
+		return t
+	}
+	t.rec = rec
 	probe, err := t.newHost(nil)
 	if err != nil {
 		t.err = err
@@ -126,8 +151,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	idempotent := t.cfg.idempotent(req)
+	name, target := t.name(req.Method, req.URL.Host)
+	ctx := t.rec.Observer(req.Context(), name, target)
 	if !out.replayable() {
-		return t.once(out.first, idempotent)
+		return t.once(ctx, out.first, idempotent, name, target)
 	}
 	h, err := t.hostFor(req.URL.Host)
 	if err != nil {
@@ -135,14 +162,77 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if h.hedger != nil && idempotent {
-		return t.hedge(req.Context(), h.hedger, &out)
+		return t.hedge(ctx, h.hedger, &out, name, target)
 	}
-	c := &call{t: t, out: out, idempotent: idempotent}
-	resp, err := rebound.DoValue(req.Context(), h.retry, c.attempt)
+	c := &call{t: t, out: out, idempotent: idempotent, clock: h.retry.clock, name: name, target: target}
+	resp, err := rebound.DoValue(ctx, h.retry, c.attempt)
+	t.end(ctx, c.tr, c.sent, name, target, false, err)
 	if err != nil {
-		return t.gaveUp(req.Context(), err)
+		return t.gaveUp(ctx, err)
 	}
 	return resp, nil
+}
+
+// Stats returns a snapshot of the retry statistics (gRFC A6) of the
+// requests sent through t, counted when their RoundTrip returns. Requests
+// are named by method and host, like "GET example.com" or "PUT
+// 127.0.0.1:8080" (the request URL's Host; an empty method is GET), so a
+// method's statistics are kept per host. Names are kept for at most 1024
+// method and host pairs; requests beyond them are counted under "(other)".
+// Stats is safe to call at any time, also while requests run; the result
+// is the caller's. For a Transport with invalid options it is empty.
+func (t *Transport) Stats() rebound.Stats { return t.rec.Stats() }
+
+// name returns the name of requests with method to host in Stats and
+// metrics, and their target, the host.
+func (t *Transport) name(method, host string) (name, target string) {
+	if method == "" {
+		method = http.MethodGet
+	}
+	key := callName{method, host}
+	if v, ok := t.names.Load(key); ok {
+		return v.(string), host
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v, ok := t.names.Load(key); ok {
+		return v.(string), host
+	}
+	if t.nnames >= t.maxNames {
+		return otherName, otherName
+	}
+	// Made once per pair: building it for every request would cost an
+	// allocation on the success path.
+	name = method + " " + host
+	t.names.Store(key, name)
+	t.nnames++
+	return name, host
+}
+
+// end records a request that went through the retry loop or hedging. tr
+// is nil when no attempt failed, and attempts then says how many were
+// sent; err is the loop's.
+func (t *Transport) end(ctx context.Context, tr *observe.Tracker, attempts int, name, target string, hedged bool, err error) {
+	var reason error
+	if err != nil {
+		// Only here: looking for the reason costs an allocation.
+		reason = observe.Reason(err)
+	}
+	c := observe.Call{Method: name, Target: target, Attempts: attempts, Hedged: hedged, Reason: reason}
+	if tr != nil {
+		c = tr.Call(name, target, hedged, reason)
+	}
+	t.rec.End(ctx, &c)
+}
+
+// logCommitted logs the one decision to return a response that the retry
+// loop does not see as such: a Retry-After hint beyond the cap makes the
+// response final.
+func (t *Transport) logCommitted(ctx context.Context, err error, attempt int, name, target string) {
+	if se, ok := err.(*statusError); ok && se.overCap > 0 {
+		t.rec.Log(ctx, "rebound: committed", name, target, slog.Int("attempt", attempt),
+			slog.String("why", "Retry-After beyond cap"), slog.Duration("retry_after", se.overCap), slog.Duration("cap", t.cfg.retryAfterCap))
+	}
 }
 
 // CloseIdleConnections closes the idle connections of the base
@@ -161,24 +251,41 @@ func closeBody(req *http.Request) {
 
 // call is one RoundTrip on the retry path.
 type call struct {
-	t          *Transport
-	out        outgoing
-	idempotent bool
-	sent       int
+	t            *Transport
+	out          outgoing
+	idempotent   bool
+	sent         int
+	clock        rebound.Clock // read only after a failure
+	name, target string
+	// tr follows the attempts from the first failure on. It is made then,
+	// not held by value: a Tracker's lock would move the call to the heap,
+	// an allocation on every request's success path.
+	tr *observe.Tracker
 }
 
 // attempt sends the request once and turns the outcome into what the
 // strategy needs: a success, or an error carrying [rebound.RetryInfo].
-func (c *call) attempt(context.Context) (*http.Response, error) {
+func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 	r := c.out.first
 	if c.sent > 0 {
 		var err error
 		if r, err = c.out.next(); err != nil {
 			return nil, rebound.Permanent(err)
 		}
+		c.tr.Start(c.clock.Now()) // an attempt failed before: tr is set
 	}
 	c.sent++
-	return c.t.send(r, c.idempotent)
+	resp, err := c.t.send(r, c.idempotent)
+	if err != nil {
+		if c.tr == nil {
+			c.tr = new(observe.Tracker)
+			c.tr.Start(time.Time{}) // the first attempt, whose start is not needed
+		}
+		c.tr.Failed(c.sent, rebound.Classify(err), c.clock.Now())
+		c.t.logCommitted(ctx, err, c.sent, c.name, c.target)
+		return nil, err
+	}
+	return resp, nil
 }
 
 // send is one attempt through the base RoundTripper.
@@ -213,10 +320,13 @@ func (t *Transport) gaveUp(ctx context.Context, err error) (*http.Response, erro
 }
 
 // once sends a request whose body cannot be replayed: one attempt, no
-// retries.
-func (t *Transport) once(r *http.Request, idempotent bool) (*http.Response, error) {
+// retries. ctx is the request's, with the logging observer.
+func (t *Transport) once(ctx context.Context, r *http.Request, idempotent bool, name, target string) (*http.Response, error) {
+	t.rec.Log(ctx, "rebound: committed", name, target, slog.Int("attempt", 1), slog.String("why", "request body cannot be replayed"))
 	resp, err := t.base.RoundTrip(r)
+	c := observe.Call{Method: name, Target: target, Attempts: 1}
 	if err == nil {
+		t.rec.End(ctx, &c)
 		return resp, nil
 	}
 	var reason error = ErrBodyNotReplayable
@@ -225,6 +335,8 @@ func (t *Transport) once(r *http.Request, idempotent bool) (*http.Response, erro
 	} else if rebound.Classify(checkError(err, idempotent)).Safety == rebound.SafetyNo {
 		reason = rebound.ErrNotRetryable
 	}
+	c.Reason = reason
+	t.rec.End(ctx, &c)
 	return nil, &gaveUpError{&rebound.Error{Err: err, Reason: reason, Attempts: 1}}
 }
 

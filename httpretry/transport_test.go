@@ -644,6 +644,8 @@ func TestInvalidOptions(t *testing.T) {
 		{[]httpretry.Option{httpretry.WithClock(nil)}, "httpretry: WithClock: nil Clock"},
 		{[]httpretry.Option{httpretry.WithRandom(nil)}, "httpretry: WithRandom: nil Random"},
 		{[]httpretry.Option{httpretry.WithMaxBufferedBody(-1)}, "httpretry: WithMaxBufferedBody: n must be >= 0, got -1"},
+		{[]httpretry.Option{httpretry.WithMeterProvider(nil)}, "httpretry: WithMeterProvider: nil MeterProvider"},
+		{[]httpretry.Option{httpretry.WithLogger(nil)}, "httpretry: WithLogger: nil Logger"},
 		{[]httpretry.Option{nil}, "httpretry: opts[0]: nil Option"},
 		{[]httpretry.Option{httpretry.WithStrategy(policy), httpretry.WithBackoff(rebound.DefaultBackoff)}, "httpretry: WithStrategy: cannot be combined with WithBackoff, which configures the built-in strategy"},
 	} {

@@ -230,7 +230,7 @@ func (r *Recorder) Observer(ctx context.Context, method, target string) context.
 	if r == nil || r.logger == nil || !r.logger.Enabled(ctx, slog.LevelDebug) {
 		return ctx
 	}
-	return rebound.WithObserver(ctx, &logObserver{ctx: ctx, l: r.logger, method: method, target: target})
+	return rebound.WithObserver(ctx, &logObserver{ctx: ctx, l: r.logger, method: method, target: target, next: rebound.ObserverFrom(ctx)})
 }
 
 // Log writes one debug record about a decision the front door made itself
@@ -242,10 +242,13 @@ func (r *Recorder) Log(ctx context.Context, msg, method, target string, attrs ..
 	r.logger.LogAttrs(ctx, slog.LevelDebug, msg, append([]slog.Attr{slog.String("method", method), slog.String("target", target)}, attrs...)...)
 }
 
+// logObserver logs each decision, then tells the observer the caller had
+// attached, if any.
 type logObserver struct {
 	ctx            context.Context
 	l              *slog.Logger
 	method, target string
+	next           rebound.Observer
 }
 
 func (o *logObserver) log(msg string, attrs ...slog.Attr) {
@@ -256,13 +259,19 @@ func (o *logObserver) Retrying(attempt int, err error, delay time.Duration) {
 	attrs := []slog.Attr{slog.Int("attempt", attempt), slog.Duration("delay", delay), slog.String("error", err.Error())}
 	if info := rebound.Classify(err); info.HasRetryAfter {
 		o.log("rebound: retry scheduled, obeying server pushback", attrs...)
-		return
+	} else {
+		o.log("rebound: retry scheduled", attrs...)
 	}
-	o.log("rebound: retry scheduled", attrs...)
+	if o.next != nil {
+		o.next.Retrying(attempt, err, delay)
+	}
 }
 
 func (o *logObserver) Hedging(attempt int) {
 	o.log("rebound: hedge sent", slog.Int("attempt", attempt))
+	if o.next != nil {
+		o.next.Hedging(attempt)
+	}
 }
 
 func (o *logObserver) GaveUp(attempts int, err, reason error) {
@@ -280,6 +289,9 @@ func (o *logObserver) GaveUp(attempts int, err, reason error) {
 		msg = "rebound: committed, gave up"
 	}
 	o.log(msg, attrs...)
+	if o.next != nil {
+		o.next.GaveUp(attempts, err, reason)
+	}
 }
 
 func reasonText(err error) string {
@@ -300,12 +312,13 @@ func reasonText(err error) string {
 // retries (a hedged call always has an attempt in flight, except while a
 // pushback holds the next hedge back, which is not counted).
 type Tracker struct {
-	mu        sync.Mutex
-	attempts  int
-	failed    int // failed attempts after the first
-	pushbacks int
-	delay     time.Duration
-	lastFail  time.Time
+	mu           sync.Mutex
+	attempts     int
+	failed       int // failed attempts after the first
+	pushbacks    int // attempts that followed a pushback
+	delay        time.Duration
+	lastFail     time.Time
+	lastPushback bool // the last failure carried a pushback delay
 }
 
 // Start notes an attempt starting at now (a zero now skips the delay
@@ -317,7 +330,10 @@ func (t *Tracker) Start(now time.Time) {
 	if t.attempts > 1 && !t.lastFail.IsZero() && !now.IsZero() && now.After(t.lastFail) {
 		t.delay += now.Sub(t.lastFail)
 	}
-	t.lastFail = time.Time{}
+	if t.lastPushback {
+		t.pushbacks++
+	}
+	t.lastFail, t.lastPushback = time.Time{}, false
 }
 
 // Failed notes that attempt number attempt failed at now with the given
@@ -328,9 +344,7 @@ func (t *Tracker) Failed(attempt int, info rebound.RetryInfo, now time.Time) {
 	if attempt > 1 {
 		t.failed++
 	}
-	if info.HasRetryAfter {
-		t.pushbacks++
-	}
+	t.lastPushback = info.HasRetryAfter
 	t.lastFail = now
 }
 
@@ -352,6 +366,9 @@ func (t *Tracker) Call(method, target string, hedged bool, reason error) Call {
 // Reason returns why retrying stopped, from a loop's error: the
 // rebound.Error's reason, or nil.
 func Reason(err error) error {
+	if err == nil {
+		return nil
+	}
 	var re *rebound.Error
 	if errors.As(err, &re) {
 		return re.Reason
