@@ -37,7 +37,6 @@ func ObserverFrom(ctx context.Context) Observer {
 	return o
 }
 
-
 // gaveUp builds the loop's error and tells ctx's observer.
 func gaveUp(ctx context.Context, err, reason error, attempts int) *Error {
 	if o := ObserverFrom(ctx); o != nil {
