@@ -19,6 +19,10 @@ type AttemptsCallOption struct {
 
 // Attempts returns a call option that stores in *n how many attempts the
 // call made, hedges included, once it returns (1 when it was not retried).
+// For a stream, *n is set when the stream ends: it is valid once RecvMsg
+// has returned an error (io.EOF included) or the response of a call that is
+// not server-streaming (CloseAndRecv has returned), or once opening the
+// stream failed.
 func Attempts(n *int) grpc.CallOption { return AttemptsCallOption{N: n} }
 
 func attemptsOut(opts []grpc.CallOption) *int {

@@ -28,6 +28,8 @@ type Client struct {
 
 	last    atomic.Pointer[target] // the target of the latest call
 	targets sync.Map               // *grpc.ClientConn -> *target
+
+	buffered atomic.Int64 // bytes streams keep for replay, against the total buffer limit
 }
 
 // target is the retry state of one ClientConn.
@@ -41,9 +43,10 @@ type target struct {
 // policyEntry is the strategy of one method config on one target: retry or
 // hedge is set (or err).
 type policyEntry struct {
-	retry *rebound.Policy
-	hedge *rebound.Hedger
-	err   error
+	retry    *rebound.Policy
+	hedge    *rebound.Hedger
+	err      error
+	adaptive sync.Map // full method name -> *adaptiveMethod, with WithAdaptiveHedging
 }
 
 // New returns a Client for cfg, or an error naming the first invalid option.

@@ -30,6 +30,7 @@ type options struct {
 	serverName   string
 	clock        rebound.Clock
 	random       rebound.Random
+	adaptive     *AdaptiveHedging
 	err          error
 }
 
@@ -126,4 +127,18 @@ func buildOptions(opts []Option) options {
 		opt.apply(&o)
 	}
 	return o
+}
+
+// WithAdaptiveHedging makes the hedging delay of every method under a
+// hedgingPolicy follow the method's recent latency, and caps the method's
+// hedges at a fraction of its calls; see [AdaptiveHedging]. The fields must
+// be valid.
+func WithAdaptiveHedging(a AdaptiveHedging) Option {
+	return optionFunc(func(o *options) {
+		if err := a.validate(); err != nil {
+			o.fail("WithAdaptiveHedging: %v", err)
+			return
+		}
+		o.adaptive = &a
+	})
 }

@@ -2,19 +2,534 @@ package grpcretry
 
 import (
 	"context"
+	"io"
+	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/grpcretry/distinct"
+	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-// StreamClientInterceptor returns the interceptor for streaming calls. It is
-// safe for concurrent use.
+// StreamClientInterceptor returns the interceptor that retries or hedges
+// streaming calls (server, client and bidirectional) per the method's
+// policy. It is safe for concurrent use.
+//
+// A streaming call under a policy keeps every message the application sends,
+// and its CloseSend, and sends them again, in order, to each new attempt
+// (A6 "Memory Management (Buffering)"); see buffer.go for how a message is
+// kept. The call commits, that is makes no further attempt and keeps
+// nothing more, once
+//
+//   - an attempt receives response headers or a message (which is also
+//     when the application can first read headers); a Trailers-Only
+//     response, the usual form of an early error, does not commit;
+//   - keeping a message would take the call past the per-RPC buffer limit
+//     or the client past its total limit ([WithBufferLimits]); that
+//     message is sent but never kept;
+//   - the application sends a message that is not a proto message, or does
+//     not encode: it cannot be kept.
+//
+// Messages still kept when the call commits are freed as the committed
+// attempt sends them, so memory stays bounded however long the stream
+// runs.
+//
+// Under a retryPolicy, a failed attempt is retried as a unary call is:
+// backoff and pushback wait on the client's clock and never past the
+// deadline, and throttling is shared with unary calls. A server-streaming
+// call that fails before any response is retried. Under a hedgingPolicy,
+// every message goes to every attempt in flight (a hedge that starts later
+// is sent the earlier ones first); the first attempt to receive headers or a
+// message, or to end OK, wins and the others are cancelled; when the buffer
+// overflows, the attempt that has sent the most messages goes on alone.
+// Hedged streams use the configured hedgingDelay, not [WithAdaptiveHedging].
+//
+// The stream behaves as grpc-go's. SendMsg returns once the attempt in
+// flight has taken the message, or, while an attempt catches up or hedges
+// race, once the message is kept; it returns io.EOF once the call has
+// failed. Header blocks
+// until headers commit the call, or the call ends. Context is the context
+// of the attempt in flight: the committed attempt's after commit, the
+// call's own while hedges race or between attempts; unlike grpc-go's, it
+// does not commit the call (A6 says what does). RecvMsg returns io.EOF on
+// success and, once retrying stops, an [*Error] carrying the last attempt's
+// status; so does SendMsg for an error made by the client. [Attempts] is
+// set when the stream ends.
 func (c *Client) StreamClientInterceptor() grpc.StreamClientInterceptor {
 	return c.stream
 }
 
 func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	if n := attemptsOut(opts); n != nil {
+	n := attemptsOut(opts)
+	mc := c.cfg.MethodConfig(method)
+	callCtx, cancel, opts := callSettings(ctx, mc, opts)
+	if c.opts.disabled || mc == nil || (mc.RetryPolicy == nil && mc.HedgingPolicy == nil) {
+		return once(callCtx != ctx, cancel, n, desc, cc, method, streamer, callCtx, opts)
+	}
+	p := c.policy(c.target(cc), mc)
+	if p.err != nil {
+		cancel()
+		return nil, status.Error(codes.Internal, "grpcretry: "+method+": "+p.err.Error())
+	}
+	s := &clientStream{c: c, desc: desc, cc: cc, method: method, streamer: streamer, out: n, parent: callCtx, cancelCall: cancel}
+	s.cond.L = &s.mu
+	s.opts, s.wb = splitWriteBack(opts)
+	s.ctx, s.cancelCtx = context.WithCancel(callCtx)
+	if p.hedge != nil {
+		s.hedger, s.clock, s.codes = p.hedge, p.hedge.Clock(), mc.HedgingPolicy.NonFatalStatusCodes
+		s.ctx = distinct.NewContext(s.ctx, &s.addrs)
+		s.events = make(chan attemptEnd, p.hedge.MaxAttempts())
+		s.commitCh = make(chan struct{})
+	} else {
+		tok, err := p.retry.AcquireInitialToken(callCtx)
+		if err != nil || tok == nil {
+			s.cancelCtx()
+			return once(callCtx != ctx, cancel, n, desc, cc, method, streamer, callCtx, opts)
+		}
+		s.policy, s.tok, s.clock, s.codes = p.retry, tok, p.retry.Clock(), mc.RetryPolicy.RetryableStatusCodes
+	}
+	return s.start()
+}
+
+// once makes a call of a single attempt. timed says ctx carries the
+// method's timeout, which then ends with the stream.
+func once(timed bool, cancel context.CancelFunc, n *int, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, ctx context.Context, opts []grpc.CallOption) (grpc.ClientStream, error) {
+	if n != nil {
 		*n = 1
 	}
-	return streamer(ctx, desc, cc, method, opts...)
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil || !timed {
+		cancel()
+		return cs, err
+	}
+	return &timedStream{ClientStream: cs, serverStreams: desc.ServerStreams, cancel: cancel}, nil
+}
+
+// timedStream releases the method's timeout when the stream ends, as
+// grpc-go does with its own; the context stays usable until then.
+type timedStream struct {
+	grpc.ClientStream
+	serverStreams bool
+	cancel        context.CancelFunc
+}
+
+func (t *timedStream) SendMsg(m any) error {
+	err := t.ClientStream.SendMsg(m)
+	if err != nil && err != io.EOF {
+		t.cancel()
+	}
+	return err
+}
+
+func (t *timedStream) RecvMsg(m any) error {
+	err := t.ClientStream.RecvMsg(m)
+	if err != nil || !t.serverStreams {
+		t.cancel()
+	}
+	return err
+}
+
+// clientStream is a streaming call under a retry or hedging policy. Its
+// attempts are grpc-go streams; the application's messages are kept in buf
+// and sent to each attempt by whichever goroutine holds the attempt's
+// pumping flag: the application's own in the common case, a goroutine of
+// ours while an attempt catches up or under hedging. A control goroutine
+// watches each attempt for response headers or its end (retryLoop, or
+// hedgeLoop and hedgeAttempt) and decides what follows.
+type clientStream struct {
+	c        *Client
+	desc     *grpc.StreamDesc
+	cc       *grpc.ClientConn
+	method   string
+	streamer grpc.Streamer
+	opts     []grpc.CallOption     // every attempt's: the caller's, less wb's
+	wb       writeBack             // filled once, when the call ends
+	out      *int                  // the caller's Attempts
+	codes    serviceconfig.CodeSet // retryable, or non-fatal under hedging
+	policy   *rebound.Policy       // exactly one of policy and hedger is set
+	hedger   *rebound.Hedger
+	clock    rebound.Clock
+	addrs    distinct.Call   // hedging: the backends the attempts went to
+	events   chan attemptEnd // hedging: attempts that failed, for hedgeLoop
+	commitCh chan struct{}   // hedging: closed on commit
+
+	parent     context.Context    // the caller's, with the method's timeout
+	ctx        context.Context    // parent's, ended when the call finishes
+	cancelCtx  context.CancelFunc // ends ctx
+	cancelCall context.CancelFunc // ends the method's timeout
+	stopAbort  func() bool
+
+	// rd is the committed attempt once it has delivered a message: later
+	// RecvMsg calls go straight to it. Only the receiving goroutine (one
+	// at a time, as grpc-go requires) uses it.
+	rd *attempt
+	// direct is the committed attempt once it has sent every kept
+	// message: SendMsg and CloseSend go straight to it.
+	direct      atomic.Pointer[attempt]
+	isCommitted atomic.Bool // mirrors state.committed, so SendMsg can skip keeping
+	reported    sync.Once
+
+	mu   sync.Mutex
+	cond sync.Cond // broadcast on every change of the state
+	state
+}
+
+// state is the part of a clientStream that its mu guards.
+type state struct {
+	buf       buffer
+	closed    bool // the application called CloseSend
+	sentLast  bool // the application may send no more messages
+	committed bool // no further attempts
+	winner    *attempt
+	live      []*attempt // attempts open and not judged: one at most without hedging
+	opening   []*attempt // hedging: attempts grpc-go is opening
+	last      *attempt   // the attempt whose result the call ended with
+	lastErr   error      // the status of the latest attempt that failed
+	attempts  int
+	tok       rebound.Token // retry: the token of the attempt in flight or next
+	opened    bool          // an attempt has been put in flight
+	done      bool
+	final     error // once done: io.EOF on success, else an *Error
+}
+
+// start runs the call's control goroutine and returns the stream once the
+// first attempt is open, or the error if no attempt could be opened.
+func (s *clientStream) start() (grpc.ClientStream, error) {
+	s.stopAbort = context.AfterFunc(s.parent, s.abort)
+	if s.hedger != nil {
+		go s.hedgeLoop()
+	} else {
+		go s.retryLoop()
+	}
+	s.mu.Lock()
+	for !s.opened && !s.done {
+		s.cond.Wait()
+	}
+	failed := !s.opened
+	s.mu.Unlock()
+	if failed {
+		return nil, s.terminal()
+	}
+	return s, nil
+}
+
+// SendMsg keeps m for later attempts if it can and sends it to the
+// attempts in flight; see [Client.StreamClientInterceptor].
+func (s *clientStream) SendMsg(m any) error {
+	if a := s.direct.Load(); a != nil {
+		err := a.cs.SendMsg(m)
+		if err != nil && err != io.EOF {
+			return s.sendError(a, err)
+		}
+		return err
+	}
+	err := s.send(m)
+	if err == io.EOF && !s.desc.ClientStreams {
+		// As grpc-go: the status comes from RecvMsg.
+		return nil
+	}
+	return err
+}
+
+func (s *clientStream) send(m any) error {
+	var e entry
+	keep := false
+	if !s.isCommitted.Load() {
+		e, keep = encode(m, s.c.opts.bufferPerRPC)
+	}
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return io.EOF
+	}
+	if s.sentLast {
+		s.mu.Unlock()
+		return s.sendError(nil, status.Error(codes.Internal, "SendMsg called after CloseSend"))
+	}
+	if !s.desc.ClientStreams {
+		s.sentLast = true
+	}
+	if !s.committed {
+		if keep && s.buf.bytes+e.cost() <= s.c.opts.bufferPerRPC && s.reserve(e.cost()) {
+			return s.sendKept(m, e)
+		}
+		// A6: the message that would overflow the buffer commits the
+		// call and is never kept.
+		if !s.commitOverflowLocked() {
+			s.mu.Unlock()
+			return io.EOF
+		}
+	}
+	return s.sendCommitted(m)
+}
+
+// reserve takes n bytes of the client's total buffer, if they are free.
+func (s *clientStream) reserve(n int) bool {
+	if s.c.buffered.Add(int64(n)) > int64(s.c.opts.bufferTotal) {
+		s.c.buffered.Add(-int64(n))
+		return false
+	}
+	return true
+}
+
+// release gives back n bytes of the client's total buffer.
+func (s *clientStream) release(n int) {
+	if n > 0 {
+		s.c.buffered.Add(-int64(n))
+	}
+}
+
+// sendKept keeps m as e and sends it to the attempts in flight. Called
+// with mu held; it unlocks.
+func (s *clientStream) sendKept(m any, e entry) error {
+	at := s.buf.end()
+	s.buf.push(e)
+	var mine *attempt
+	for _, a := range s.live {
+		if a.pumping || a.broken {
+			continue // the pumping goroutine sends it too
+		}
+		a.pumping = true
+		if s.hedger != nil {
+			go s.pump(a)
+		} else {
+			mine = a
+		}
+	}
+	s.mu.Unlock()
+	if mine == nil {
+		return nil
+	}
+	err := s.drain(mine, m, at)
+	if err != io.EOF {
+		return err
+	}
+	// The attempt's stream is done. If another attempt follows, it will
+	// be sent m with the rest.
+	if s.awaitNext(mine) {
+		return nil
+	}
+	return io.EOF
+}
+
+// sendCommitted sends m, unkept, to the committed attempt once it has
+// been sent every kept message. Called with mu held; it unlocks.
+func (s *clientStream) sendCommitted(m any) error {
+	w := s.winner
+	for w.pumping && !s.done {
+		s.cond.Wait()
+	}
+	if s.done || w.broken {
+		s.mu.Unlock()
+		return io.EOF
+	}
+	w.pumping = true
+	s.mu.Unlock()
+	if err := s.drain(w, nil, -1); err != nil {
+		return err
+	}
+	// After commit only the application sends on w.
+	s.direct.Store(w)
+	err := w.cs.SendMsg(m)
+	if err != nil && err != io.EOF {
+		return s.sendError(w, err)
+	}
+	return err
+}
+
+// CloseSend closes the sending side of every attempt in flight, now or
+// once each has been sent the kept messages. It always returns nil.
+func (s *clientStream) CloseSend() error {
+	if a := s.direct.Load(); a != nil {
+		return a.cs.CloseSend()
+	}
+	s.mu.Lock()
+	if s.done || s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed, s.sentLast = true, true
+	var mine *attempt
+	for _, a := range s.live {
+		if a.pumping || a.broken {
+			continue
+		}
+		a.pumping = true
+		if s.hedger != nil && !s.committed {
+			go s.pump(a)
+		} else {
+			mine = a
+		}
+	}
+	s.mu.Unlock()
+	if mine != nil {
+		// mine had every kept message: this sends CloseSend alone.
+		_ = s.drain(mine, nil, -1)
+	}
+	return nil
+}
+
+// RecvMsg receives from the attempt in flight (under hedging, from the
+// winner, once there is one), and moves on to the next attempt when one
+// that had received nothing fails and is retried.
+func (s *clientStream) RecvMsg(m any) error {
+	if a := s.rd; a != nil {
+		err := a.cs.RecvMsg(m)
+		if err == nil && s.desc.ServerStreams {
+			return nil
+		}
+		return s.recvEnd(a, err)
+	}
+	for {
+		a := s.reader()
+		if a == nil {
+			return s.terminal()
+		}
+		a.recvMu.Lock()
+		err := a.end
+		if err == nil {
+			if err = a.cs.RecvMsg(m); err != nil {
+				a.end = err
+			}
+		}
+		a.recvMu.Unlock()
+		if err == nil {
+			s.received(a)
+			if s.desc.ServerStreams {
+				return nil
+			}
+			return s.recvEnd(a, nil)
+		}
+		if s.awaitNext(a) {
+			continue
+		}
+		return s.recvEnd(a, err)
+	}
+}
+
+// reader waits for the attempt to receive from: the winner, or without
+// hedging the attempt in flight. It returns nil once the call has ended.
+func (s *clientStream) reader() *attempt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.done {
+		if s.winner != nil {
+			return s.winner
+		}
+		if s.policy != nil && len(s.live) > 0 {
+			return s.live[0]
+		}
+		s.cond.Wait()
+	}
+	return nil
+}
+
+// received commits the call to a, which has delivered a message.
+func (s *clientStream) received(a *attempt) {
+	s.mu.Lock()
+	if !s.done {
+		s.commitLocked(a)
+	}
+	mine := s.winner == a
+	s.mu.Unlock()
+	if mine {
+		s.rd = a
+	}
+}
+
+// recvEnd ends the call after RecvMsg on a returned err: nil after the
+// response of a call that is not server-streaming, io.EOF after any
+// successful stream, or a's status.
+func (s *clientStream) recvEnd(a *attempt, err error) error {
+	if err == nil || err == io.EOF {
+		s.succeeded(a)
+		s.report()
+		return err
+	}
+	s.judge(a, err, true)
+	return s.terminal()
+}
+
+// Header returns the headers of the attempt the call committed to on
+// receiving them. It blocks until then, or until the call ends: then, if
+// the call ended without headers, it returns nil, nil and RecvMsg tells
+// the status.
+func (s *clientStream) Header() (metadata.MD, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		var a *attempt
+		switch {
+		case s.done:
+			a = s.last
+		case s.winner != nil:
+			a = s.winner
+		case s.policy != nil && len(s.live) > 0:
+			a = s.live[0]
+		}
+		if a != nil && a.md != nil {
+			return a.md.Copy(), nil
+		}
+		if s.done {
+			return nil, nil
+		}
+		s.cond.Wait()
+	}
+}
+
+// Trailer returns the trailer of the attempt the call ended with. Like
+// grpc-go's, it is only meaningful once RecvMsg has returned an error.
+func (s *clientStream) Trailer() metadata.MD {
+	s.mu.Lock()
+	a := s.last
+	if !s.done {
+		a = s.current()
+	}
+	s.mu.Unlock()
+	if a == nil || a.cs == nil {
+		return nil
+	}
+	return a.cs.Trailer()
+}
+
+// Context returns the context of the attempt in flight: the committed one
+// after commit; before, the one attempt of a retried call, or the call's
+// own context while hedges race or between attempts.
+func (s *clientStream) Context() context.Context {
+	s.mu.Lock()
+	a := s.current()
+	if a == nil && s.done {
+		a = s.last
+	}
+	s.mu.Unlock()
+	if a != nil && a.cs != nil {
+		return a.cs.Context()
+	}
+	return s.ctx
+}
+
+// current returns the winner, or without hedging the attempt in flight.
+// Called with mu held.
+func (s *clientStream) current() *attempt {
+	if s.winner != nil {
+		return s.winner
+	}
+	if s.policy != nil && len(s.live) > 0 {
+		return s.live[0]
+	}
+	return nil
+}
+
+// terminal returns the call's result once it has ended, after the
+// caller's call options have been filled in.
+func (s *clientStream) terminal() error {
+	s.report()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.final
 }

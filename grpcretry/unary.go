@@ -17,6 +17,21 @@ import (
 
 // UnaryClientInterceptor returns the interceptor that retries or hedges
 // unary calls per the method's policy. It is safe for concurrent use.
+//
+// Under a hedgingPolicy (A6 "Hedging Policy") the first attempt goes at
+// once and each further one hedgingDelay later, while attempts remain and
+// the throttle allows; a non-fatal status sends the next one at once, and
+// server pushback delays or stops them. The first OK answer wins and the
+// other attempts are cancelled; a fatal status cancels them all. The call
+// returns once every attempt has ended: with the winner's reply, header,
+// trailer and peer in the caller's reply and call options, or with an
+// [*Error] carrying the status of the attempt that ended last, whose
+// header, trailer and peer the options receive. Each hedge carries
+// grpc-previous-rpc-attempts, and each attempt's context a distinct.Call,
+// from which the rebound_distinct balancer sends hedges to backends not
+// used yet. A reply that is not a non-nil pointer cannot be given to
+// several attempts: such a call is made once. [WithAdaptiveHedging] makes
+// the delay follow the method's latency.
 func (c *Client) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 	return c.unary
 }
@@ -26,15 +41,19 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	mc := c.cfg.MethodConfig(method)
 	ctx, cancel, opts := callSettings(ctx, mc, opts)
 	defer cancel()
-	if c.opts.disabled || mc == nil || mc.RetryPolicy == nil {
+	if c.opts.disabled || mc == nil || (mc.RetryPolicy == nil && mc.HedgingPolicy == nil) {
 		if n != nil {
 			*n = 1
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	p := c.policy(c.target(cc), mc)
+	t := c.target(cc)
+	p := c.policy(t, mc)
 	if p.err != nil {
 		return status.Error(codes.Internal, "grpcretry: "+method+": "+p.err.Error())
+	}
+	if p.hedge != nil {
+		return c.hedged(ctx, t, p, mc, method, req, reply, cc, invoker, opts, n)
 	}
 	md := new(attemptMD)
 	u := unaryCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, md: md, codes: mc.RetryPolicy.RetryableStatusCodes}

@@ -1,0 +1,110 @@
+package grpcretry_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/grpcretry"
+	"github.com/rebound-go/rebound/internal/grpctest"
+)
+
+// TestAdaptiveDelayFollowsLatency: the configured hedgingDelay holds until
+// MinSamples calls have succeeded; then the delay is their quantile.
+func TestAdaptiveDelayFollowsLatency(t *testing.T) {
+	s := newScript(t)
+	srv := grpctest.Start(t, s.handlers())
+	adaptive := grpcretry.AdaptiveHedging{MaxExtraLoad: 0.1, Window: 6400 * time.Millisecond, MinSamples: 10, Burst: 5}
+	cc, clk := hedgeClient(t, srv, hedgeConfig(t, 2, "1s", ""), nil, grpcretry.WithAdaptiveHedging(adaptive))
+	for i := range 10 {
+		p := start(t, context.Background(), cc, new(testpb.SimpleResponse))
+		s.expect("start 1")
+		clk.WaitCreated(i + 1)
+		clk.Advance(10 * time.Millisecond) // the call's latency
+		s.answer(1, verdict{body: "fast"})
+		p.check(codes.OK, nil, 1)
+	}
+	for i, d := range clk.Sleeps() {
+		if d != time.Second {
+			t.Fatalf("call %d hedged after %v, want the configured 1s", i+1, d)
+		}
+	}
+	clk.Advance(100 * time.Millisecond) // Window/64: the delay is recomputed
+	p := start(t, context.Background(), cc, new(testpb.SimpleResponse))
+	s.expect("start 1")
+	clk.WaitCreated(11)
+	// The 91st percentile of ten 10ms calls, rounded up to its bucket.
+	if d := clk.Sleeps()[10]; d != 10240*time.Microsecond {
+		t.Fatalf("adaptive delay %v, want 10.24ms", d)
+	}
+	clk.Advance(10240 * time.Microsecond)
+	s.expect("start 2")
+	s.answer(2, verdict{body: "hedge"})
+	s.expect("cancel 1")
+	p.check(codes.OK, nil, 2)
+	if string(p.reply.GetPayload().GetBody()) != "hedge" {
+		t.Fatalf("reply %v, want the hedge's", p.reply)
+	}
+}
+
+// TestAdaptiveCap: each call earns MaxExtraLoad of a hedge; hedges beyond
+// the savings are not sent, even with hedgingDelay 0.
+func TestAdaptiveCap(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(1000, codes.Unavailable))
+	adaptive := grpcretry.AdaptiveHedging{MaxExtraLoad: 0.1, Window: time.Minute, MinSamples: 1000, Burst: 1}
+	cc, _ := hedgeClient(t, srv, hedgeConfig(t, 2, "0s", ""), nil, grpcretry.WithAdaptiveHedging(adaptive))
+	tc := testpb.NewTestServiceClient(cc)
+	var got []int
+	for range 21 {
+		var n int
+		_, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.Attempts(&n))
+		if n == 1 && !errors.Is(err, rebound.ErrBudgetExhausted) {
+			t.Fatalf("an unhedged call ended with %v, want ErrBudgetExhausted", err)
+		}
+		got = append(got, n)
+	}
+	// The first call spends the burst; every tenth call has saved one.
+	for i, n := range got {
+		want := 1
+		if i%10 == 0 {
+			want = 2
+		}
+		if n != want {
+			t.Fatalf("attempts per call %v; call %d made %d, want %d", got, i+1, n, want)
+		}
+	}
+	if srv.Count(grpctest.UnaryCall) != 24 {
+		t.Fatalf("server saw %d attempts, want 24", srv.Count(grpctest.UnaryCall))
+	}
+}
+
+func TestAdaptiveInvalidOptions(t *testing.T) {
+	d := grpcretry.DefaultAdaptiveHedging
+	for _, tc := range []struct {
+		field  string
+		mutate func(*grpcretry.AdaptiveHedging)
+	}{
+		{"MaxExtraLoad", func(a *grpcretry.AdaptiveHedging) { a.MaxExtraLoad = 0 }},
+		{"MaxExtraLoad", func(a *grpcretry.AdaptiveHedging) { a.MaxExtraLoad = 1 }},
+		{"Window", func(a *grpcretry.AdaptiveHedging) { a.Window = time.Microsecond }},
+		{"MinSamples", func(a *grpcretry.AdaptiveHedging) { a.MinSamples = 0 }},
+		{"Burst", func(a *grpcretry.AdaptiveHedging) { a.Burst = 0 }},
+		{"Burst", func(a *grpcretry.AdaptiveHedging) { a.Burst = 2e6 }},
+	} {
+		a := d
+		tc.mutate(&a)
+		_, err := grpcretry.New(nil, grpcretry.WithAdaptiveHedging(a))
+		if err == nil || !strings.Contains(err.Error(), "WithAdaptiveHedging: AdaptiveHedging."+tc.field) {
+			t.Errorf("%+v: New = %v, want an error naming %s", a, err, tc.field)
+		}
+	}
+	if _, err := grpcretry.New(nil, grpcretry.WithAdaptiveHedging(d)); err != nil {
+		t.Fatalf("the default is invalid: %v", err)
+	}
+}

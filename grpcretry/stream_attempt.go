@@ -1,0 +1,486 @@
+package grpcretry
+
+import (
+	"context"
+	"io"
+	"slices"
+	"strconv"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+// attempt is one grpc-go stream of a call.
+type attempt struct {
+	n      int
+	cancel context.CancelFunc // hedging: ends this attempt alone
+	cs     grpc.ClientStream  // nil when it could not be opened
+	err    error              // why it could not be opened
+
+	// Guarded by the call's mu.
+	next    int         // the next kept message to send on cs
+	closed  bool        // CloseSend was sent on cs
+	pumping bool        // a goroutine is sending on cs
+	broken  bool        // a send found cs done
+	md      metadata.MD // the response headers, once received
+	judging bool        // its end is being judged
+	judged  bool        // its end has been judged, or the call ended on it
+	lost    bool        // cancelled: the call committed to another attempt
+
+	// recvMu makes one cs.RecvMsg run at a time: the application's, or
+	// the control goroutine's when cs ended without headers.
+	recvMu sync.Mutex
+	end    error // guarded by recvMu: the error RecvMsg returned, once it did
+}
+
+// status returns how a's stream ended, once it has ended without response
+// headers: io.EOF for OK, else its status error. Without headers there is
+// no message that reading the status could take from the application.
+func (a *attempt) status() error {
+	a.recvMu.Lock()
+	defer a.recvMu.Unlock()
+	if a.end == nil {
+		if err := a.cs.RecvMsg(new(emptypb.Empty)); err != nil {
+			a.end = err
+		} else {
+			a.end = status.Error(codes.Internal, "grpcretry: a message arrived without response headers")
+		}
+	}
+	return a.end
+}
+
+// pushback returns the values of a's pushback trailer; a has ended.
+func (a *attempt) pushback() []string {
+	if a.cs == nil {
+		return nil
+	}
+	return a.cs.Trailer()[a6.PushbackHeader]
+}
+
+// count numbers a new attempt, or returns 0 if the call makes no more.
+func (s *clientStream) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done || s.committed {
+		return 0
+	}
+	s.attempts++
+	return s.attempts
+}
+
+// open opens attempt n and puts it in flight, with a goroutine to send it
+// the kept messages. It returns an attempt with a nil cs if grpc-go could
+// not open it, and nil if the call has ended or committed meanwhile.
+func (s *clientStream) open(n int) *attempt {
+	a := &attempt{n: n}
+	ctx := s.ctx
+	if s.hedger != nil {
+		// A hedge still being opened when the call commits is cancelled
+		// with the others.
+		ctx, a.cancel = context.WithCancel(ctx)
+		s.mu.Lock()
+		s.opening = append(s.opening, a)
+		s.mu.Unlock()
+	}
+	if n > 1 {
+		ctx = metadata.AppendToOutgoingContext(ctx, a6.PreviousAttemptsHeader, strconv.Itoa(n-1))
+	}
+	a.cs, a.err = s.streamer(ctx, s.desc, s.cc, s.method, s.opts...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opening = slices.DeleteFunc(s.opening, func(o *attempt) bool { return o == a })
+	if s.done || s.committed {
+		if a.cancel != nil {
+			a.cancel()
+		}
+		return nil
+	}
+	if a.cs == nil {
+		if a.cancel != nil {
+			a.cancel()
+		}
+		return a
+	}
+	s.live = append(s.live, a)
+	s.opened = true
+	if s.buf.end() > 0 || s.closed {
+		a.pumping = true
+		go s.pump(a)
+	}
+	s.cond.Broadcast()
+	return a
+}
+
+// pump sends a what it lacks, on a goroutine of its own.
+func (s *clientStream) pump(a *attempt) { _ = s.drain(a, nil, -1) }
+
+// drain sends a the kept messages it has not been sent, then CloseSend if
+// the application has closed. own is the application's message number
+// ownAt, sent as it is rather than decoded. The caller has set a.pumping;
+// drain clears it. It returns nil once a has everything, io.EOF if a's
+// stream is done, and the call's error if a message could not be sent.
+func (s *clientStream) drain(a *attempt, own any, ownAt int) error {
+	var err error
+	s.mu.Lock()
+	for err == nil {
+		if s.done || a.lost || a.broken {
+			err = io.EOF
+			break
+		}
+		if i := a.next; i < s.buf.end() {
+			e := s.buf.at(i)
+			s.mu.Unlock()
+			m := own
+			if i != ownAt {
+				m, err = e.message()
+			}
+			if err == nil {
+				err = a.cs.SendMsg(m)
+			}
+			s.mu.Lock()
+			if err == nil {
+				a.next = i + 1
+				if s.winner == a {
+					// Committed: what a has sent is needed no more.
+					s.release(s.buf.freeBefore(a.next))
+				}
+			}
+			continue
+		}
+		if s.closed && !a.closed {
+			a.closed = true
+			s.mu.Unlock()
+			_ = a.cs.CloseSend()
+			s.mu.Lock()
+			continue
+		}
+		break
+	}
+	if err == io.EOF {
+		a.broken = true
+	}
+	a.pumping = false
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	if err != nil && err != io.EOF {
+		return s.sendError(a, err)
+	}
+	return err
+}
+
+// sendError ends the call after the client failed to send a message on a:
+// grpc-go has ended a's stream, and another attempt would fail the same
+// way.
+func (s *clientStream) sendError(a *attempt, err error) error {
+	s.mu.Lock()
+	reason := rebound.ErrNotRetryable
+	if s.committed {
+		reason = rebound.ErrCommitted
+	}
+	s.mu.Unlock()
+	s.finish(a, err, reason)
+	return s.terminal()
+}
+
+// awaitNext waits until the end of a, whose stream is done, has been
+// judged, and reports whether another attempt follows.
+func (s *clientStream) awaitNext(a *attempt) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.done && !a.judged && a.md == nil {
+		s.cond.Wait()
+	}
+	return !s.done && a.judged
+}
+
+// commitLocked commits the call to w: no further attempts, the others
+// cancelled, and what w has sent freed. Called with mu held.
+func (s *clientStream) commitLocked(w *attempt) {
+	if s.committed {
+		return
+	}
+	s.committed = true
+	s.isCommitted.Store(true)
+	s.winner = w
+	s.release(s.buf.freeBefore(w.next))
+	for _, a := range s.live {
+		if a != w {
+			a.lost = true
+			a.cancel() // only hedged calls have more than one attempt
+		}
+	}
+	for _, a := range s.opening {
+		a.cancel()
+	}
+	s.live = append(s.live[:0], w)
+	if s.commitCh != nil {
+		close(s.commitCh)
+	}
+	s.cond.Broadcast()
+}
+
+// commitOverflowLocked commits the call because a message cannot be kept:
+// to the attempt in flight, under hedging the one that has sent the most
+// messages, waiting for one whose stream is not done. It reports false if
+// the call ended first. Called with mu held.
+func (s *clientStream) commitOverflowLocked() bool {
+	for !s.done && !s.committed {
+		var w *attempt
+		for _, a := range s.live {
+			if !a.broken && (w == nil || a.next > w.next) {
+				w = a
+			}
+		}
+		if w != nil {
+			s.commitLocked(w)
+			break
+		}
+		s.cond.Wait()
+	}
+	return !s.done
+}
+
+// gotHeaders records a's response headers, which commit the call to a
+// unless it has committed already.
+func (s *clientStream) gotHeaders(a *attempt, md metadata.MD) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a.md = md
+	if !s.done {
+		s.commitLocked(a)
+	}
+	s.cond.Broadcast()
+}
+
+// claimLocked makes the caller the one to judge a's end, and reports
+// whether it is; otherwise it waits for the verdict. Called with mu held.
+func (s *clientStream) claimLocked(a *attempt) bool {
+	if !s.done && !a.judging {
+		a.judging = true
+		return true
+	}
+	for !s.done && !a.judged {
+		s.cond.Wait()
+	}
+	return false
+}
+
+// judge decides what follows the failure of a with err, when a is the
+// attempt of a retried call or the committed attempt of a hedged one:
+// another attempt (judge returns true) or the end of the call. headers
+// says a's response had started.
+func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
+	s.mu.Lock()
+	if !s.claimLocked(a) {
+		s.mu.Unlock()
+		return false
+	}
+	s.live = slices.DeleteFunc(s.live, func(o *attempt) bool { return o == a })
+	s.last, s.lastErr = a, err
+	committed := headers || s.committed
+	tok := s.tok
+	s.mu.Unlock()
+
+	if s.parent.Err() != nil {
+		s.finish(a, err, context.Cause(s.parent))
+		return false
+	}
+	info := a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed)
+	if s.hedger != nil {
+		s.finish(a, err, s.hedgeVerdict(info))
+		return false
+	}
+	next, rerr := s.policy.RefreshToken(s.parent, tok, rebound.Mark(err, info))
+	if rerr != nil {
+		s.finish(a, err, rerr)
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return false
+	}
+	s.tok = next
+	a.judged = true
+	s.cond.Broadcast()
+	return true
+}
+
+// hedgeVerdict charges a failed hedge to the budget as rebound.Hedge does,
+// and returns why a committed hedged call that failed with info ends.
+func (s *clientStream) hedgeVerdict(info rebound.RetryInfo) error {
+	if b := s.hedger.Budget(); b != nil && (info.Safety == rebound.SafetyYes || info.ServerStop) {
+		b.RecordFailure()
+	}
+	switch {
+	case info.Safety != rebound.SafetyYes && info.ServerStop:
+		return rebound.ErrPushback
+	case info.Safety != rebound.SafetyYes:
+		return rebound.ErrNotRetryable
+	}
+	return rebound.ErrCommitted
+}
+
+// succeeded ends the call after a ended OK.
+func (s *clientStream) succeeded(a *attempt) {
+	s.mu.Lock()
+	if !s.claimLocked(a) {
+		s.mu.Unlock()
+		return
+	}
+	tok := s.tok
+	s.mu.Unlock()
+	if s.policy != nil {
+		// The attempt succeeded; a strategy that rejects its own token
+		// cannot change that.
+		_ = s.policy.RecordSuccess(tok)
+	} else if b := s.hedger.Budget(); b != nil {
+		b.RecordSuccess()
+	}
+	s.finish(a, io.EOF, nil)
+}
+
+// abort ends the call when the caller's context ends.
+func (s *clientStream) abort() {
+	s.mu.Lock()
+	err := s.lastErr
+	if err == nil || s.current() != nil || len(s.live) > 0 {
+		err = status.FromContextError(s.parent.Err()).Err()
+	}
+	s.mu.Unlock()
+	s.finish(nil, err, context.Cause(s.parent))
+}
+
+// finish ends the call with err (io.EOF for success) and the reason
+// retrying stopped. a is the attempt err came from, if any. Every attempt
+// ends, everything kept is freed, and the caller's call options are filled
+// in.
+func (s *clientStream) finish(a *attempt, err, reason error) {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	s.done = true
+	if a == nil {
+		a = s.current()
+	}
+	if a == nil && len(s.live) > 0 {
+		a = s.live[0]
+	}
+	if a != nil {
+		s.last = a
+		a.judged = true
+	}
+	if err == io.EOF {
+		s.final = io.EOF
+	} else {
+		s.final = &Error{Err: err, Attempts: s.attempts, Reason: reason}
+	}
+	s.release(s.buf.freeBefore(s.buf.end()))
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	s.stopAbort()
+	s.cancelCtx()
+	s.cancelCall()
+	s.report()
+}
+
+// report fills in the caller's Attempts, Header, Trailer and Peer options
+// from the attempt the call ended with, and runs its OnFinish callbacks,
+// once the call has ended. It runs once; later calls wait for the first.
+func (s *clientStream) report() {
+	s.reported.Do(func() {
+		// The call has ended; make sure its attempts have too, so that
+		// reading their metadata does not block.
+		s.cancelCtx()
+		s.mu.Lock()
+		a, final, n := s.last, s.final, s.attempts
+		s.mu.Unlock()
+		if s.out != nil {
+			*s.out = n
+		}
+		if a != nil && a.cs != nil {
+			if len(s.wb.headers) > 0 {
+				md, _ := a.cs.Header()
+				for _, p := range s.wb.headers {
+					*p = md
+				}
+			}
+			for _, p := range s.wb.trailers {
+				*p = a.cs.Trailer()
+			}
+			if len(s.wb.peers) > 0 {
+				if pr, ok := peer.FromContext(a.cs.Context()); ok {
+					for _, p := range s.wb.peers {
+						*p = *pr
+					}
+				}
+			}
+		}
+		if final == io.EOF {
+			final = nil
+		}
+		s.wb.finish(final)
+	})
+}
+
+// retryLoop is the control goroutine of a call under a retryPolicy: it
+// opens each attempt, waits for its response headers (which commit the
+// call and end the loop) or its end, and retries per the policy.
+func (s *clientStream) retryLoop() {
+	for {
+		n := s.count()
+		if n == 0 {
+			return
+		}
+		a := s.open(n)
+		if a == nil {
+			return
+		}
+		err := a.err
+		if a.cs != nil {
+			if md, _ := a.cs.Header(); md != nil {
+				s.gotHeaders(a, md)
+				return
+			}
+			if err = a.status(); err == io.EOF {
+				s.succeeded(a)
+				return
+			}
+		}
+		if !s.judge(a, err, false) || !s.backoff() {
+			return
+		}
+	}
+}
+
+// backoff waits the delay of the next attempt's token on the policy's
+// clock. It reports false if the call ended first.
+func (s *clientStream) backoff() bool {
+	s.mu.Lock()
+	d := s.tok.Delay()
+	s.mu.Unlock()
+	if d <= 0 {
+		return true
+	}
+	t := s.clock.NewTimer(d)
+	select {
+	case <-t.C():
+		return true
+	case <-s.ctx.Done():
+		// The caller's context ended (abort ends the call), or the
+		// call did.
+		t.Stop()
+		return false
+	}
+}

@@ -1,0 +1,199 @@
+package grpcretry
+
+import (
+	"context"
+	"io"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+// attemptEnd is a hedged attempt that failed before the call committed.
+type attemptEnd struct {
+	a   *attempt
+	err error
+}
+
+// hedgeLoop is the control goroutine of a call under a hedgingPolicy. It
+// sends the hedges, as rebound.Hedge does for a unary call: the first at
+// once, each further one after the hedging delay while attempts remain and
+// the budget allows; a non-fatal failure sends the next at once (or after
+// its pushback delay; a pushback "stop" sends no more); a fatal failure
+// ends the call. The loop ends when the call commits (an attempt's
+// headers, message or OK end, or a buffer overflow; see hedgeAttempt) or
+// ends.
+func (s *clientStream) hedgeLoop() {
+	h := s.hedger
+	maxAttempts, budget := h.MaxAttempts(), h.Budget()
+	var (
+		timer   rebound.Timer
+		timerC  <-chan time.Time
+		due     time.Time // when timer fires
+		sent    int
+		running int
+		stopped bool  // no further hedges: pushback said stop or the budget refused
+		reason  error = rebound.ErrAttemptsExhausted
+	)
+	disarm := func() {
+		if timer != nil {
+			timer.Stop()
+			timer, timerC = nil, nil
+		}
+	}
+	defer disarm()
+	launch := func() bool {
+		n := s.count()
+		if n == 0 {
+			return false
+		}
+		sent++
+		running++
+		go s.hedgeAttempt(n)
+		return true
+	}
+	// hedge sends the next hedge if the budget allows, then schedules the
+	// one after it; with a zero delay that means sending them all now.
+	var arm func(d time.Duration)
+	hedge := func() {
+		if budget != nil && !budget.Allow(false) {
+			stopped, reason = true, rebound.ErrBudgetExhausted
+			return
+		}
+		if launch() {
+			arm(h.Delay())
+		}
+	}
+	arm = func(d time.Duration) {
+		disarm()
+		if stopped || sent >= maxAttempts {
+			return
+		}
+		if d <= 0 {
+			hedge()
+			return
+		}
+		due = s.clock.Now().Add(d)
+		timer = s.clock.NewTimer(d)
+		timerC = timer.C()
+	}
+
+	if !launch() {
+		return
+	}
+	arm(h.Delay())
+	for {
+		select {
+		case <-timerC:
+			timer, timerC = nil, nil
+			hedge()
+			continue
+		case <-s.commitCh:
+			return
+		case <-s.ctx.Done():
+			return
+		case e := <-s.events:
+			running--
+			a, err := e.a, e.err
+			s.mu.Lock()
+			if s.done || s.committed {
+				s.mu.Unlock()
+				return
+			}
+			a.judged = true
+			s.last, s.lastErr = a, err
+			s.cond.Broadcast()
+			s.mu.Unlock()
+			if s.parent.Err() != nil {
+				s.finish(a, err, context.Cause(s.parent))
+				return
+			}
+			info := a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), false)
+			// A6 counts a non-fatal failure or a pushback "stop" against
+			// the throttle, whatever happens to the call next.
+			if budget != nil && (info.Safety == rebound.SafetyYes || info.ServerStop) {
+				budget.RecordFailure()
+			}
+			if info.Safety != rebound.SafetyYes {
+				// A fatal status cancels everything, pushback or not.
+				r := rebound.ErrNotRetryable
+				if info.ServerStop {
+					r = rebound.ErrPushback
+				}
+				s.finish(a, err, r)
+				return
+			}
+			switch {
+			case info.ServerStop:
+				disarm()
+				stopped, reason = true, rebound.ErrPushback
+			case info.HasRetryAfter:
+				arm(info.RetryAfter)
+			default:
+				arm(0)
+			}
+			if running > 0 {
+				continue
+			}
+			if timerC == nil {
+				s.finish(a, err, reason)
+				return
+			}
+			// Only a pushback-delayed hedge is left; do not wait for it
+			// past the deadline.
+			if dl, ok := s.parent.Deadline(); ok && !due.Before(dl) {
+				s.finish(a, err, rebound.ErrDeadline)
+				return
+			}
+		}
+	}
+}
+
+// hedgeAttempt opens hedged attempt n and watches it: response headers
+// commit the call to it, and so does an OK end; a failure goes to
+// hedgeLoop, unless the call has committed to the attempt already (a
+// buffer overflow chose it), in which case the failure ends the call.
+func (s *clientStream) hedgeAttempt(n int) {
+	a := s.open(n)
+	if a == nil {
+		return
+	}
+	if a.cs == nil {
+		s.events <- attemptEnd{a, a.err}
+		return
+	}
+	if md, _ := a.cs.Header(); md != nil {
+		s.gotHeaders(a, md)
+		return
+	}
+	err := a.status()
+	s.mu.Lock()
+	switch {
+	case s.done || s.committed && s.winner != a:
+		// Lost: cancelled, or ended after another attempt won.
+		s.mu.Unlock()
+	case s.committed:
+		// A buffer overflow chose a: its end is the call's.
+		s.mu.Unlock()
+		if err == io.EOF {
+			s.succeeded(a)
+		} else {
+			s.judge(a, err, false)
+		}
+	case err == io.EOF:
+		s.commitLocked(a)
+		s.mu.Unlock()
+		s.succeeded(a)
+	default:
+		// Out of the running before hedgeLoop hears of it, so that an
+		// overflow cannot commit the call to it meanwhile.
+		s.live = slices.DeleteFunc(s.live, func(o *attempt) bool { return o == a })
+		a.judging = true
+		s.mu.Unlock()
+		s.events <- attemptEnd{a, err}
+	}
+}
