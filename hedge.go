@@ -172,7 +172,6 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 		case <-timerC:
 			timer, timerC = nil, nil
 			hedge()
-			continue
 		case <-parent.Done():
 			finish()
 			return zero, gaveUp(parent, last, context.Cause(parent), sent)

@@ -299,3 +299,19 @@ func TestHedgeCommittedCountsAgainstThrottle(t *testing.T) {
 		t.Fatalf("committed non-fatal failure: tokens = %d, want 9000", th.Tokens())
 	}
 }
+
+// A pushback-delayed hedge that the budget then refuses must end the call
+// at once when nothing else is running, not wait for the deadline.
+func TestHedgeRefusedAfterPushbackReturns(t *testing.T) {
+	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 4, TokenRatio: 1})
+	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 3, Delay: hedgeDelay}, rebound.WithBudget(th))
+	r.expect("start 1")
+	r.clk.WaitCreated(1)
+	th.RecordFailure() // 3 tokens; attempt 1's failure below leaves 2, at the threshold
+	r.outcome[1] <- pushback(50 * time.Millisecond)
+	r.clk.WaitCreated(2)
+	r.clk.Advance(50 * time.Millisecond)
+	if err := r.result(); !errors.Is(err, rebound.ErrBudgetExhausted) {
+		t.Fatalf("Hedge = %v, want ErrBudgetExhausted at once", err)
+	}
+}
