@@ -3,7 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -20,39 +26,66 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 }
 
 func TestDemo(t *testing.T) {
-	out, stderr, code := runCLI(t, "demo", "-calls", "50", "-fail-rate", "0.5", "-seed", "7")
+	svg := filepath.Join(t.TempDir(), "demo.svg")
+	out, stderr, code := runCLI(t, "demo", "-duration", "400ms", "-rate", "200", "-outage", "100ms", "-svg", svg)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr: %s", code, stderr)
 	}
-	for _, want := range []string{
-		"pushback  failed: server pushback said not to retry",
-		"deadline  failed: next attempt would pass the deadline",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
+	row := regexp.MustCompile(`(?m)^(no retries|A6 retry|retry \+ throttling|hedging \(20ms\)|adaptive hedging)\s+(\d+)\s+([\d.]+)%\s+([\d.]+)ms\s+([\d.]+)ms\s+([\d.]+)ms\s+([\d.]+)x\s+(\d+)\s+(\d+)$`)
+	rows := row.FindAllStringSubmatch(out, -1)
+	if len(rows) != 5 {
+		t.Fatalf("%d policy rows, want 5:\n%s", len(rows), out)
+	}
+	maxAttempts := map[string]float64{"no retries": 1, "A6 retry": 4, "retry + throttling": 4, "hedging (20ms)": 3, "adaptive hedging": 3}
+	for _, r := range rows {
+		calls, _ := strconv.Atoi(r[2])
+		success, _ := strconv.ParseFloat(r[3], 64)
+		p50, _ := strconv.ParseFloat(r[4], 64)
+		p99, _ := strconv.ParseFloat(r[5], 64)
+		attempts, _ := strconv.ParseFloat(r[7], 64)
+		if calls == 0 || success < 0 || success > 100 || p50 > p99 || attempts < 1 || attempts > maxAttempts[r[1]] {
+			t.Errorf("implausible row %q", r[0])
+		}
+		if r[1] == "no retries" && (attempts != 1 || r[8] != "0" || r[9] != "0") {
+			t.Errorf("no retries made %vx attempts, %s throttled, %s pushback", attempts, r[8], r[9])
 		}
 	}
-	// The outage table: no retries makes 1 attempt per call, plain retries
-	// 4, and the A6 throttle stays close to 1.
-	row := regexp.MustCompile(`(?m)^  (no retries|retries|retries \+ A6 throttle \(10, 0\.1\)|retries \+ token bucket \(500/5\))\s+(\d+)\s`)
-	got := map[string]string{}
-	for _, m := range row.FindAllStringSubmatch(out, -1) {
-		got[m[1]] = m[2]
-	}
-	want := map[string]string{"no retries": "50", "retries": "200", "retries + A6 throttle (10, 0.1)": "53", "retries + token bucket (500/5)": "150"}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("outage %q: %s attempts, want %s\n%s", k, got[k], v, out)
+	for i := 1; i <= 5; i++ {
+		if !strings.Contains(stderr, fmt.Sprintf("[%d/5]", i)) {
+			t.Errorf("no progress line for policy %d on stderr:\n%s", i, stderr)
 		}
+	}
+	f, err := os.Open(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := xml.NewDecoder(f)
+	charts := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("SVG not well-formed: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "title" {
+			charts++
+		}
+	}
+	if charts != 2 {
+		t.Fatalf("SVG has %d charts, want 2", charts)
 	}
 }
 
 func TestDemoRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"demo", "-fail-rate", "1.5"},
-		{"demo", "-calls", "0"},
-		{"demo", "-max-attempts", "0"},
-		{"demo", "-backoff", "-1s"},
+		{"demo", "-error-rate", "1.5"},
+		{"demo", "-rate", "0"},
+		{"demo", "-duration", "1ms"},
+		{"demo", "-outage", "10s"},
+		{"demo", "-timeout", "-1s"},
 		{"demo", "extra"},
 		{"demo", "-nope"},
 	} {

@@ -395,3 +395,32 @@ func label(v, step float64) string {
 	}
 	return strconv.FormatFloat(v, 'g', 4, 64)
 }
+
+// WriteStacked writes several charts as one SVG document, one below the
+// other, each at its own size. It returns the number of bytes written and
+// the first write error.
+func WriteStacked(w io.Writer, charts ...*Chart) (int64, error) {
+	width, height := 0, 0
+	for _, c := range charts {
+		cw, ch := c.size()
+		width = max(width, cw)
+		height += ch
+	}
+	var b bytes.Buffer
+	ws, hs := strconv.Itoa(width), strconv.Itoa(height)
+	b.WriteString(`<svg xmlns="http://www.w3.org/2000/svg" width="` + ws + `" height="` + hs +
+		`" viewBox="0 0 ` + ws + ` ` + hs + `">` + "\n")
+	y := 0
+	for _, c := range charts {
+		var one bytes.Buffer
+		c.render(&one)
+		// Place the chart's own <svg> element at its offset.
+		b.WriteString(`<svg y="` + strconv.Itoa(y) + `"`)
+		b.Write(bytes.TrimPrefix(one.Bytes(), []byte("<svg")))
+		_, ch := c.size()
+		y += ch
+	}
+	b.WriteString("</svg>\n")
+	n, err := w.Write(b.Bytes())
+	return int64(n), err
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -214,5 +215,40 @@ func BenchmarkChart(b *testing.B) {
 		if _, err := c.WriteTo(io.Discard); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestWriteStacked(t *testing.T) {
+	a := &Chart{Title: "a", Series: []Series{{Name: "s", Points: []Point{{0, 0}, {1, 1}}}}}
+	b := &Chart{Title: "b <&>", Width: 600, Height: 300}
+	var buf bytes.Buffer
+	if _, err := WriteStacked(&buf, a, b); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(&buf)
+	var svgs []string
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "svg" {
+			var y, h string
+			for _, at := range se.Attr {
+				switch at.Name.Local {
+				case "y":
+					y = at.Value
+				case "height":
+					h = at.Value
+				}
+			}
+			svgs = append(svgs, y+"/"+h)
+		}
+	}
+	if want := []string{"/750", "0/450", "450/300"}; !slices.Equal(svgs, want) {
+		t.Fatalf("svg elements (y/height) %v, want %v", svgs, want)
 	}
 }
