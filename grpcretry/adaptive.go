@@ -20,6 +20,12 @@ import (
 // and which codes are non-fatal, and its hedgingDelay is used until enough
 // latencies have been seen; the A6 throttle still applies.
 //
+// It applies to unary calls. The latencies are those of each method's
+// successful calls on each ClientConn, timed on the Client's clock (see
+// [WithClock]) from the first attempt to the answer; a call won by a hedge
+// counts with the time it took, which is less than its first attempt would
+// have taken but more than the delay.
+//
 // The zero value is not valid; start from [DefaultAdaptiveHedging].
 type AdaptiveHedging struct {
 	// MaxExtraLoad is the fraction of extra attempts that hedging may add
