@@ -17,10 +17,10 @@ import (
 	"github.com/rebound-go/rebound/internal/grpctest"
 )
 
-// refusingListener hands the grpc-go server every connection but the first.
-// On the first it plays an HTTP/2 server that answers the first stream
-// with GOAWAY(last stream 0): the server never processed that stream, so
-// grpc-go retries it transparently on a new connection.
+// refusingListener plays an HTTP/2 server on every connection until one
+// stream has been refused, answering it with GOAWAY(last stream 0): the
+// server never processed that stream, so grpc-go retries it transparently
+// on a new connection, which goes to the grpc-go server.
 type refusingListener struct {
 	net.Listener
 	once    sync.Once
@@ -34,10 +34,10 @@ func (l *refusingListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		first := false
-		l.once.Do(func() { first = true })
-		if !first {
+		select {
+		case <-l.refused:
 			return c, nil
+		default:
 		}
 		l.wg.Add(1)
 		go func() {
@@ -69,7 +69,7 @@ func (l *refusingListener) refuse(c net.Conn) {
 			}
 		case *http2.HeadersFrame:
 			_ = fr.WriteGoAway(0, http2.ErrCodeNo, nil)
-			close(l.refused)
+			l.once.Do(func() { close(l.refused) })
 			// Wait for the client to hang up.
 			for {
 				if _, err := fr.ReadFrame(); err != nil {
