@@ -2,6 +2,7 @@ package grpcretry
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -30,11 +32,15 @@ type Client struct {
 	targets sync.Map               // *grpc.ClientConn -> *target
 
 	buffered atomic.Int64 // bytes streams keep for replay, against the total buffer limit
+
+	rec   *observe.Recorder // statistics, metrics and decision logs
+	clock rebound.Clock     // the options' clock, or the real one
 }
 
 // target is the retry state of one ClientConn.
 type target struct {
 	cc       *grpc.ClientConn
+	uri      string            // the canonical target, for metrics and logs
 	throttle *rebound.Throttle // nil without retryThrottling
 	err      error             // why the throttle could not be made
 	policies sync.Map          // *serviceconfig.MethodConfig -> *policyEntry
@@ -59,8 +65,21 @@ func New(cfg *serviceconfig.Config, opts ...Option) (*Client, error) {
 	if cfg == nil {
 		cfg = &serviceconfig.Config{}
 	}
-	return &Client{cfg: cfg, opts: o}, nil
+	rec, err := observe.New(o.meterProvider, o.logger, "github.com/rebound-go/rebound/grpcretry")
+	if err != nil {
+		return nil, fmt.Errorf("grpcretry: WithMeterProvider: %w", err)
+	}
+	clock := o.clock
+	if clock == nil {
+		clock = rebound.RealClock()
+	}
+	return &Client{cfg: cfg, opts: o, rec: rec, clock: clock}, nil
 }
+
+// Stats returns a snapshot of the retry statistics of every method that a
+// policy governed (gRFC A6 "Retry and Hedging Statistics"), by full method
+// name. It is safe for concurrent use.
+func (c *Client) Stats() rebound.Stats { return c.rec.Stats() }
 
 // DialOptions installs rebound's retries on a ClientConn in one line:
 //
@@ -90,11 +109,15 @@ func DialOptions(cfg *serviceconfig.Config, opts ...Option) []grpc.DialOption {
 
 // DialOptions returns c's interceptors and grpc.WithDisableRetry().
 func (c *Client) DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{
+	opts := []grpc.DialOption{
 		grpc.WithDisableRetry(),
 		grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()),
 		grpc.WithChainStreamInterceptor(c.StreamClientInterceptor()),
 	}
+	if c.opts.meterProvider != nil {
+		opts = append(opts, grpc.WithStatsHandler(transparentCounter{}))
+	}
+	return opts
 }
 
 // target returns the retry state of cc, made on first use.
@@ -105,6 +128,9 @@ func (c *Client) target(cc *grpc.ClientConn) *target {
 	v, ok := c.targets.Load(cc)
 	if !ok {
 		t := &target{cc: cc}
+		if cc != nil {
+			t.uri = cc.CanonicalTarget()
+		}
 		t.throttle, t.err = a6.Throttle(c.serverName(cc), c.cfg.RetryThrottling)
 		v, _ = c.targets.LoadOrStore(cc, t)
 	}

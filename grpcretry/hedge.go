@@ -19,6 +19,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/grpcretry/distinct"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -38,8 +39,12 @@ import (
 //
 // The context of every attempt carries a [distinct.Call], so that the
 // rebound_distinct balancer sends the hedges to backends not used yet.
-func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serviceconfig.MethodConfig, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int) error {
+func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serviceconfig.MethodConfig, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int, tr *observe.Tracker) error {
 	h := &hedgedCall{method: method, req: req, cc: cc, invoker: invoker, codes: mc.HedgingPolicy.NonFatalStatusCodes}
+	h.tr = tr
+	if h.tr == nil {
+		h.tr = &h.trk
+	}
 	if !h.setReply(reply) {
 		if n != nil {
 			*n = 1
@@ -69,6 +74,7 @@ func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serv
 	if n != nil {
 		*n = int(h.sent.Load())
 	}
+	c.record(ctx, method, t.uri, h.tr, int(h.sent.Load()), true, err)
 	if err == nil {
 		if am != nil {
 			now := am.clock.Now()
@@ -108,6 +114,8 @@ type hedgedCall struct {
 	first hedgeAttempt  // attempt 1: decodes into the caller's reply
 	addrs distinct.Call // the backends the attempts went to
 	sent  atomic.Int32
+	tr    *observe.Tracker // the call's, with metrics on; else &trk
+	trk   observe.Tracker
 }
 
 // hedgeAttempt is what one attempt receives.
@@ -155,6 +163,7 @@ func (h *hedgedCall) copyReply(dst, src any) {
 // attempt makes attempt number n; it is the op of rebound.Hedge.
 func (h *hedgedCall) attempt(ctx context.Context, n int) (*hedgeAttempt, error) {
 	h.sent.Add(1)
+	h.tr.Start(time.Time{}) // hedges overlap: no delay to measure
 	a := &h.first
 	if n > 1 {
 		a = &hedgeAttempt{reply: h.newReply()}
@@ -172,7 +181,11 @@ func (h *hedgedCall) attempt(ctx context.Context, n int) (*hedgeAttempt, error) 
 	nonFatal := h.codes.Has(serviceconfig.Code(status.Code(err)))
 	// Headers before the status mean the response had started: A6
 	// commits the call to this attempt.
-	return nil, &attemptError{err: err, attempt: a, info: a6.Info(nonFatal, a.trailer[a6.PushbackHeader], a.header != nil)}
+	info := a6.Info(nonFatal, a.trailer[a6.PushbackHeader], a.header != nil)
+	if ctx.Err() == nil { // a loser cancelled by the winner did not fail
+		h.tr.Failed(n, info, time.Time{})
+	}
+	return nil, &attemptError{err: err, attempt: a, info: info}
 }
 
 // result turns the engine's verdict into the call's error, and returns the

@@ -2,6 +2,9 @@ package grpcretry
 
 import (
 	"fmt"
+	"log/slog"
+
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/serviceconfig"
@@ -23,15 +26,17 @@ const (
 )
 
 type options struct {
-	maxAttempts  int
-	bufferTotal  int
-	bufferPerRPC int
-	disabled     bool
-	serverName   string
-	clock        rebound.Clock
-	random       rebound.Random
-	adaptive     *AdaptiveHedging
-	err          error
+	maxAttempts   int
+	bufferTotal   int
+	bufferPerRPC  int
+	disabled      bool
+	serverName    string
+	clock         rebound.Clock
+	random        rebound.Random
+	adaptive      *AdaptiveHedging
+	meterProvider metric.MeterProvider
+	logger        *slog.Logger
+	err           error
 }
 
 func (o *options) fail(format string, args ...any) {
@@ -140,5 +145,37 @@ func WithAdaptiveHedging(a AdaptiveHedging) Option {
 			return
 		}
 		o.adaptive = &a
+	})
+}
+
+// WithMeterProvider records the OpenTelemetry instruments of gRFC A96 once
+// per call that a policy governs: grpc.client.call.retries,
+// grpc.client.call.transparent_retries, grpc.client.call.hedges and
+// grpc.client.call.retry_delay, with grpc.method and grpc.target, plus the
+// counters grpc.client.call.retries_throttled and
+// grpc.client.call.retries_pushback_stopped. Transparent retries are
+// counted by a stats handler that [Client.DialOptions] then installs.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(o *options) {
+		if mp == nil {
+			o.fail("WithMeterProvider: nil MeterProvider")
+			return
+		}
+		o.meterProvider = mp
+	})
+}
+
+// WithLogger writes one debug record per decision to l: a retry scheduled
+// (with its delay and the error that caused it), a hedge sent, obeying
+// server pushback, and giving up and why (attempts exhausted, throttled,
+// pushback, committed, deadline). Nothing is logged unless l is enabled at
+// slog.LevelDebug.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(o *options) {
+		if l == nil {
+			o.fail("WithLogger: nil Logger")
+			return
+		}
+		o.logger = l
 	})
 }

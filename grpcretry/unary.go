@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -52,18 +54,37 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	if p.err != nil {
 		return status.Error(codes.Internal, "grpcretry: "+method+": "+p.err.Error())
 	}
+	ctx = c.rec.Observer(ctx, method, t.uri)
+	ctx, tr := c.callTracker(ctx)
 	if p.hedge != nil {
-		return c.hedged(ctx, t, p, mc, method, req, reply, cc, invoker, opts, n)
+		return c.hedged(ctx, t, p, mc, method, req, reply, cc, invoker, opts, n, tr)
 	}
 	md := new(attemptMD)
-	u := unaryCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, md: md, codes: mc.RetryPolicy.RetryableStatusCodes}
+	u := unaryCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, md: md, codes: mc.RetryPolicy.RetryableStatusCodes, c: c, tr: tr}
 	u.opts = append(md.buf[:0], opts...)
 	u.opts = append(u.opts, grpc.Header(&md.header), grpc.Trailer(&md.trailer))
 	err := rebound.Do(ctx, p.retry, u.attempt)
 	if n != nil {
 		*n = u.attempts
 	}
+	c.record(ctx, method, t.uri, u.tr, u.attempts, false, err)
 	return u.result(ctx, err)
+}
+
+// record ends a call's statistics. tr may be nil when the call needed no
+// tracker: then it made attempts attempts, all but the last failed.
+func (c *Client) record(ctx context.Context, method, target string, tr *observe.Tracker, attempts int, hedged bool, err error) {
+	var reason error
+	if err != nil {
+		reason = observe.Reason(err)
+	}
+	var call observe.Call
+	if tr != nil {
+		call = tr.Call(method, target, hedged, reason)
+	} else {
+		call = observe.Call{Method: method, Target: target, Attempts: attempts, Hedged: hedged, Reason: reason}
+	}
+	c.rec.End(ctx, &call)
 }
 
 // unaryCall is the state of one retried unary call. It lives on the
@@ -77,6 +98,8 @@ type unaryCall struct {
 	opts       []grpc.CallOption
 	codes      serviceconfig.CodeSet
 	md         *attemptMD
+	c          *Client
+	tr         *observe.Tracker // made at the first failure, or up front with metrics on
 
 	attempts int
 	last     error // the last attempt's status error
@@ -92,8 +115,12 @@ type attemptMD struct {
 // attempt makes one attempt of a retried call.
 func (u *unaryCall) attempt(ctx context.Context) error {
 	u.attempts++
-	if u.attempts > 1 {
+	switch {
+	case u.attempts > 1:
 		ctx = metadata.AppendToOutgoingContext(ctx, a6.PreviousAttemptsHeader, strconv.Itoa(u.attempts-1))
+		u.tr.Start(u.c.now())
+	case u.tr != nil:
+		u.tr.Start(time.Time{})
 	}
 	u.md.header, u.md.trailer = nil, nil
 	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, u.opts...)
@@ -104,7 +131,13 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 	retryable := u.codes.Has(serviceconfig.Code(status.Code(err)))
 	// Headers before the status mean the response had started: A6
 	// commits the call (trailers-only responses leave header nil).
-	return rebound.Mark(err, a6.Info(retryable, u.md.trailer[a6.PushbackHeader], u.md.header != nil))
+	info := a6.Info(retryable, u.md.trailer[a6.PushbackHeader], u.md.header != nil)
+	if u.tr == nil {
+		u.tr = new(observe.Tracker)
+		u.tr.Start(time.Time{})
+	}
+	u.tr.Failed(u.attempts, info, u.c.now())
+	return rebound.Mark(err, info)
 }
 
 // result turns the engine's verdict into the call's error.

@@ -313,6 +313,7 @@ func reasonText(err error) string {
 // pushback holds the next hedge back, which is not counted).
 type Tracker struct {
 	mu           sync.Mutex
+	transparent  int
 	attempts     int
 	failed       int // failed attempts after the first
 	pushbacks    int // attempts that followed a pushback
@@ -348,6 +349,13 @@ func (t *Tracker) Failed(attempt int, info rebound.RetryInfo, now time.Time) {
 	t.lastFail = now
 }
 
+// Transparent notes a transparent retry.
+func (t *Tracker) Transparent() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.transparent++
+}
+
 // Attempts returns the number of attempts started.
 func (t *Tracker) Attempts() int {
 	t.mu.Lock()
@@ -360,7 +368,7 @@ func (t *Tracker) Call(method, target string, hedged bool, reason error) Call {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return Call{Method: method, Target: target, Attempts: t.attempts, Hedged: hedged, FailedLater: t.failed,
-		Delay: t.delay, Pushbacks: t.pushbacks, Reason: reason}
+		Transparent: t.transparent, Delay: t.delay, Pushbacks: t.pushbacks, Reason: reason}
 }
 
 // Reason returns why retrying stopped, from a loop's error: the
