@@ -125,28 +125,7 @@ func (i *Interceptor) policy(t *target, mc *serviceconfig.MethodConfig) *policyE
 	}
 	e := &policyEntry{err: t.err}
 	if e.err == nil {
-		opts := []rebound.Option{rebound.WithClassifier(rebound.Classify)}
-		if t.throttle != nil {
-			opts = append(opts, rebound.WithBudget(t.throttle))
-		}
-		if i.opts.clock != nil {
-			opts = append(opts, rebound.WithClock(i.opts.clock))
-		}
-		if i.opts.random != nil {
-			opts = append(opts, rebound.WithRandom(i.opts.random))
-		}
-		switch {
-		case mc.RetryPolicy != nil:
-			e.retry, e.err = rebound.NewPolicy(rebound.RetryPolicy{
-				MaxAttempts: mc.RetryPolicy.Attempts(i.opts.maxAttempts),
-				Backoff:     a6.Backoff(mc.RetryPolicy),
-			}, opts...)
-		case mc.HedgingPolicy != nil:
-			e.hedge, e.err = rebound.NewHedger(rebound.HedgePolicy{
-				MaxAttempts: mc.HedgingPolicy.Attempts(i.opts.maxAttempts),
-				Delay:       mc.HedgingPolicy.HedgingDelay,
-			}, opts...)
-		}
+		e.retry, e.hedge, e.err = a6.Strategies(mc, t.throttle, a6.Settings{MaxAttempts: i.opts.maxAttempts, Clock: i.opts.clock, Random: i.opts.random})
 	}
 	v, _ := t.policies.LoadOrStore(mc, e)
 	return v.(*policyEntry)

@@ -173,28 +173,7 @@ func (c *Client) policy(t *target, mc *serviceconfig.MethodConfig) *policyEntry 
 	}
 	e := &policyEntry{err: t.err}
 	if e.err == nil {
-		opts := []rebound.Option{rebound.WithClassifier(rebound.Classify)}
-		if t.throttle != nil {
-			opts = append(opts, rebound.WithBudget(t.throttle))
-		}
-		if c.opts.clock != nil {
-			opts = append(opts, rebound.WithClock(c.opts.clock))
-		}
-		if c.opts.random != nil {
-			opts = append(opts, rebound.WithRandom(c.opts.random))
-		}
-		switch {
-		case mc.RetryPolicy != nil:
-			e.retry, e.err = rebound.NewPolicy(rebound.RetryPolicy{
-				MaxAttempts: mc.RetryPolicy.Attempts(c.opts.maxAttempts),
-				Backoff:     a6.Backoff(mc.RetryPolicy),
-			}, opts...)
-		case mc.HedgingPolicy != nil:
-			e.hedge, e.err = rebound.NewHedger(rebound.HedgePolicy{
-				MaxAttempts: mc.HedgingPolicy.Attempts(c.opts.maxAttempts),
-				Delay:       mc.HedgingPolicy.HedgingDelay,
-			}, opts...)
-		}
+		e.retry, e.hedge, e.err = a6.Strategies(mc, t.throttle, a6.Settings{MaxAttempts: c.opts.maxAttempts, Clock: c.opts.clock, Random: c.opts.random})
 	}
 	v, _ := t.policies.LoadOrStore(mc, e)
 	return v.(*policyEntry)

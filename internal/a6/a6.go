@@ -117,3 +117,42 @@ func Throttle(server string, t *serviceconfig.RetryThrottling) (*rebound.Throttl
 	v, _ := throttles.LoadOrStore(key, th)
 	return v.(*rebound.Throttle), nil
 }
+
+// Settings are a front door's client-side settings for building strategies.
+type Settings struct {
+	MaxAttempts int            // the client-side cap (A6 "Limits"); <= 0 means 5
+	Clock       rebound.Clock  // nil: the real clock
+	Random      rebound.Random // nil: the default source
+}
+
+// Strategies builds the strategy of a method config: a rebound.Policy for a
+// retryPolicy or a rebound.Hedger for a hedgingPolicy (both nil for
+// neither), with throttle as budget when not nil. Errors are possible only
+// for configs built by hand.
+func Strategies(mc *serviceconfig.MethodConfig, throttle *rebound.Throttle, s Settings) (*rebound.Policy, *rebound.Hedger, error) {
+	opts := []rebound.Option{rebound.WithClassifier(rebound.Classify)}
+	if throttle != nil {
+		opts = append(opts, rebound.WithBudget(throttle))
+	}
+	if s.Clock != nil {
+		opts = append(opts, rebound.WithClock(s.Clock))
+	}
+	if s.Random != nil {
+		opts = append(opts, rebound.WithRandom(s.Random))
+	}
+	switch {
+	case mc.RetryPolicy != nil:
+		p, err := rebound.NewPolicy(rebound.RetryPolicy{
+			MaxAttempts: mc.RetryPolicy.Attempts(s.MaxAttempts),
+			Backoff:     Backoff(mc.RetryPolicy),
+		}, opts...)
+		return p, nil, err
+	case mc.HedgingPolicy != nil:
+		h, err := rebound.NewHedger(rebound.HedgePolicy{
+			MaxAttempts: mc.HedgingPolicy.Attempts(s.MaxAttempts),
+			Delay:       mc.HedgingPolicy.HedgingDelay,
+		}, opts...)
+		return nil, h, err
+	}
+	return nil, nil, nil
+}
