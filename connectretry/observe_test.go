@@ -3,7 +3,6 @@ package connectretry_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,12 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rebound-go/rebound/internal/observe/observetest"
+
 	"connectrpc.com/connect"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rebound-go/rebound"
@@ -291,180 +290,37 @@ func TestMetrics(t *testing.T) {
 		_, _ = call(context.Background(), newClients(srv, connectProtocol, step.i).unary, "x")
 	}
 
-	got := collectMetrics(t, reader, "github.com/rebound-go/rebound/connectretry")
+	got := observetest.Collect(t, reader, "github.com/rebound-go/rebound/connectretry")
 	if _, ok := got["grpc.client.call.transparent_retries"]; ok {
 		t.Error("transparent retries recorded; connect makes none")
 	}
-	retries := histogramPoint[int64](t, got, "grpc.client.call.retries", "{retry}", unary, retryTarget)
+	retries := observetest.Histogram[int64](t, got, "grpc.client.call.retries", "{retry}", unary, retryTarget)
 	if retries.Count != 1 || retries.Sum != 2 || !slices.Equal(retries.Bounds, []float64{1, 2, 3, 4, 5}) ||
 		!slices.Equal(retries.BucketCounts, []uint64{0, 1, 0, 0, 0, 0}) {
 		t.Errorf("retries: %d calls summing %d in %v over %v, want 1 call with 2 retries", retries.Count, retries.Sum, retries.BucketCounts, retries.Bounds)
 	}
-	hedges := histogramPoint[int64](t, got, "grpc.client.call.hedges", "{hedge}", unary, hedgeTarget)
+	hedges := observetest.Histogram[int64](t, got, "grpc.client.call.hedges", "{hedge}", unary, hedgeTarget)
 	if hedges.Count != 1 || hedges.Sum != 2 || !slices.Equal(hedges.Bounds, []float64{1, 2, 3, 4, 5}) {
 		t.Errorf("hedges: %d calls summing %d over %v, want 1 call with 2 hedges", hedges.Count, hedges.Sum, hedges.Bounds)
 	}
 	// Every call with something to record records its delay, 0 included.
-	delay := histogramPoint[float64](t, got, "grpc.client.call.retry_delay", "s", unary, retryTarget)
+	delay := observetest.Histogram[float64](t, got, "grpc.client.call.retry_delay", "s", unary, retryTarget)
 	if delay.Count != 3 || delay.Sum != 0.15 || len(delay.Bounds) == 0 || delay.Bounds[0] != 0 || delay.Bounds[len(delay.Bounds)-1] != 100 {
 		t.Errorf("retry_delay: %d calls summing %vs over %v, want 3 calls summing 0.15s", delay.Count, delay.Sum, delay.Bounds)
 	}
-	if hd := histogramPoint[float64](t, got, "grpc.client.call.retry_delay", "s", unary, hedgeTarget); hd.Count != 1 || hd.Sum != 0 {
+	if hd := observetest.Histogram[float64](t, got, "grpc.client.call.retry_delay", "s", unary, hedgeTarget); hd.Count != 1 || hd.Sum != 0 {
 		t.Errorf("retry_delay of the hedged call: %d calls summing %vs, want 1 call of 0s", hd.Count, hd.Sum)
 	}
-	if v := counterValue(t, got, "grpc.client.call.retries_throttled", "{retry}", unary, retryTarget); v != 1 {
+	if v := observetest.Counter(t, got, "grpc.client.call.retries_throttled", "{retry}", unary, retryTarget); v != 1 {
 		t.Errorf("retries_throttled %d, want 1", v)
 	}
-	if v := counterValue(t, got, "grpc.client.call.retries_pushback_stopped", "{retry}", unary, retryTarget); v != 1 {
+	if v := observetest.Counter(t, got, "grpc.client.call.retries_pushback_stopped", "{retry}", unary, retryTarget); v != 1 {
 		t.Errorf("retries_pushback_stopped %d, want 1", v)
 	}
 }
 
-// collectMetrics reads every metric of reader by name, checking their scope.
-func collectMetrics(t *testing.T, reader *sdkmetric.ManualReader, scope string) map[string]metricdata.Metrics {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]metricdata.Metrics{}
-	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != scope {
-			t.Errorf("meter scope %q, want %q", sm.Scope.Name, scope)
-		}
-		for _, m := range sm.Metrics {
-			got[m.Name] = m
-		}
-	}
-	return got
-}
-
-// histogramPoint returns the point of histogram name for method and
-// target, checking the unit.
-func histogramPoint[N int64 | float64](t *testing.T, got map[string]metricdata.Metrics, name, unit, method, target string) metricdata.HistogramDataPoint[N] {
-	t.Helper()
-	m, ok := got[name]
-	if !ok {
-		t.Fatalf("%s not recorded", name)
-	}
-	if m.Unit != unit {
-		t.Errorf("%s: unit %q, want %q", name, m.Unit, unit)
-	}
-	h, ok := m.Data.(metricdata.Histogram[N])
-	if !ok {
-		t.Fatalf("%s is a %T", name, m.Data)
-	}
-	for _, dp := range h.DataPoints {
-		if pointOf(dp.Attributes, method, target) {
-			return dp
-		}
-	}
-	t.Fatalf("%s: no point for grpc.method %q, grpc.target %q", name, method, target)
-	return metricdata.HistogramDataPoint[N]{}
-}
-
-// counterValue returns the value of counter name for method and target,
-// checking the unit.
-func counterValue(t *testing.T, got map[string]metricdata.Metrics, name, unit, method, target string) int64 {
-	t.Helper()
-	m, ok := got[name]
-	if !ok {
-		t.Fatalf("%s not recorded", name)
-	}
-	if m.Unit != unit {
-		t.Errorf("%s: unit %q, want %q", name, m.Unit, unit)
-	}
-	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-		if pointOf(dp.Attributes, method, target) {
-			return dp.Value
-		}
-	}
-	t.Fatalf("%s: no point for grpc.method %q, grpc.target %q", name, method, target)
-	return 0
-}
-
-// pointOf reports whether a point's attributes are exactly grpc.method and
-// grpc.target with the given values.
-func pointOf(set attribute.Set, method, target string) bool {
-	m, _ := set.Value("grpc.method")
-	tg, _ := set.Value("grpc.target")
-	return set.Len() == 2 && m.AsString() == method && tg.AsString() == target
-}
-
-// debugLog returns a logger that writes JSON records at debug level, and a
-// function that returns the records written so far without their time.
-func debugLog(t *testing.T) (*slog.Logger, func() []map[string]any) {
-	t.Helper()
-	var (
-		mu  sync.Mutex
-		buf bytes.Buffer
-	)
-	w := writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.Write(p)
-	})
-	records := func() []map[string]any {
-		mu.Lock()
-		defer mu.Unlock()
-		var out []map[string]any
-		for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-			if line == "" {
-				continue
-			}
-			var r map[string]any
-			if err := json.Unmarshal([]byte(line), &r); err != nil {
-				t.Fatalf("log line %q: %v", line, err)
-			}
-			delete(r, "time")
-			out = append(out, r)
-		}
-		return out
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})), records
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-// record is a log record a test expects: its message and some of its
-// attributes, with durations as time.Duration and counts as int.
-type record struct {
-	msg   string
-	attrs map[string]any
-}
-
-// checkRecords compares the records logged since the last check with want.
-// Every record must be at debug level and name the method and target.
-func checkRecords(t *testing.T, step string, got []map[string]any, method, target string, want []record) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d records, want %d:\n%v", step, len(got), len(want), got)
-	}
-	for k, w := range want {
-		r := got[k]
-		if r["level"] != "DEBUG" || r["msg"] != w.msg || r["method"] != method || r["target"] != target {
-			t.Errorf("%s: record %d is %v, want %q at DEBUG for %s at %s", step, k, r, w.msg, method, target)
-		}
-		for key, v := range w.attrs {
-			// JSON numbers decode as float64; the handler writes durations
-			// in nanoseconds.
-			switch x := v.(type) {
-			case time.Duration:
-				v = float64(x)
-			case int:
-				v = float64(x)
-			}
-			if r[key] != v {
-				t.Errorf("%s: record %d %q: %s = %v, want %v", step, k, w.msg, key, r[key], v)
-			}
-		}
-	}
-}
-
 func TestLogs(t *testing.T) {
-	logger, records := debugLog(t)
+	logger, records := observetest.DebugLog(t)
 	srv := startServer(t, handlers{}, false)
 	target := serverName(t)
 	// Tokens 10, threshold 5.
@@ -490,54 +346,54 @@ func TestLogs(t *testing.T) {
 		h      handlers
 		call   func()
 		method string
-		want   []record
+		want   []observetest.Record
 	}{
-		{"stream retried", streamFailFirst(1, connect.CodeUnavailable), streamCall(false), serverStream, []record{ // tokens 10
-			{"rebound: retry scheduled", map[string]any{"attempt": 1, "delay": 50 * time.Millisecond, "error": "unavailable: attempt 1 fails"}},
-			{"rebound: committed", map[string]any{"attempt": 2, "why": "first response message"}},
+		{"stream retried", streamFailFirst(1, connect.CodeUnavailable), streamCall(false), serverStream, []observetest.Record{ // tokens 10
+			{Msg: "rebound: retry scheduled", Attrs: map[string]any{"attempt": 1, "delay": 50 * time.Millisecond, "error": "unavailable: attempt 1 fails"}},
+			{Msg: "rebound: committed", Attrs: map[string]any{"attempt": 2, "why": "first response message"}},
 		}},
-		{"stream committed by its header", handlers{}, streamCall(true), serverStream, []record{
-			{"rebound: committed", map[string]any{"attempt": 1, "why": "response header read"}},
+		{"stream committed by its header", handlers{}, streamCall(true), serverStream, []observetest.Record{
+			{Msg: "rebound: committed", Attrs: map[string]any{"attempt": 1, "why": "response header read"}},
 		}},
-		{"success on attempt 3", failFirst(2, connect.CodeUnavailable), unaryCall, unary, []record{ // tokens 9
-			{"rebound: retry scheduled", map[string]any{"attempt": 1, "delay": 50 * time.Millisecond, "error": "unavailable: attempt 1 fails"}},
-			{"rebound: retry scheduled", map[string]any{"attempt": 2, "delay": 100 * time.Millisecond, "error": "unavailable: attempt 2 fails"}},
+		{"success on attempt 3", failFirst(2, connect.CodeUnavailable), unaryCall, unary, []observetest.Record{ // tokens 9
+			{Msg: "rebound: retry scheduled", Attrs: map[string]any{"attempt": 1, "delay": 50 * time.Millisecond, "error": "unavailable: attempt 1 fails"}},
+			{Msg: "rebound: retry scheduled", Attrs: map[string]any{"attempt": 2, "delay": 100 * time.Millisecond, "error": "unavailable: attempt 2 fails"}},
 		}},
 		{"success at once", handlers{}, unaryCall, unary, nil}, // tokens 10
-		{"pushback, then exhausted", pushbackHandler([]string{"250"}), unaryCall, unary, []record{ // tokens 6
-			{"rebound: retry scheduled, obeying server pushback", map[string]any{"attempt": 1, "delay": 250 * time.Millisecond, "error": "unavailable: busy"}},
-			{"rebound: retry scheduled", map[string]any{"attempt": 2, "delay": 50 * time.Millisecond}},
-			{"rebound: retry scheduled", map[string]any{"attempt": 3, "delay": 100 * time.Millisecond}},
-			{"rebound: gave up", map[string]any{"attempts": 4, "reason": "attempts exhausted", "error": "unavailable: busy"}},
+		{"pushback, then exhausted", pushbackHandler([]string{"250"}), unaryCall, unary, []observetest.Record{ // tokens 6
+			{Msg: "rebound: retry scheduled, obeying server pushback", Attrs: map[string]any{"attempt": 1, "delay": 250 * time.Millisecond, "error": "unavailable: busy"}},
+			{Msg: "rebound: retry scheduled", Attrs: map[string]any{"attempt": 2, "delay": 50 * time.Millisecond}},
+			{Msg: "rebound: retry scheduled", Attrs: map[string]any{"attempt": 3, "delay": 100 * time.Millisecond}},
+			{Msg: "rebound: gave up", Attrs: map[string]any{"attempts": 4, "reason": "attempts exhausted", "error": "unavailable: busy"}},
 		}},
-		{"pushback stop", pushbackHandler([]string{"-1"}), unaryCall, unary, []record{ // tokens 5
-			{"rebound: server pushback said stop, gave up", map[string]any{"attempts": 1, "reason": "server pushback said not to retry"}},
+		{"pushback stop", pushbackHandler([]string{"-1"}), unaryCall, unary, []observetest.Record{ // tokens 5
+			{Msg: "rebound: server pushback said stop, gave up", Attrs: map[string]any{"attempts": 1, "reason": "server pushback said not to retry"}},
 		}},
-		{"throttled", failFirst(1000, connect.CodeUnavailable), unaryCall, unary, []record{ // tokens 4
-			{"rebound: throttled, gave up", map[string]any{"attempts": 1, "reason": "retry budget exhausted"}},
+		{"throttled", failFirst(1000, connect.CodeUnavailable), unaryCall, unary, []observetest.Record{ // tokens 4
+			{Msg: "rebound: throttled, gave up", Attrs: map[string]any{"attempts": 1, "reason": "retry budget exhausted"}},
 		}},
-		{"not retryable", failFirst(1000, connect.CodeInvalidArgument), unaryCall, unary, []record{
-			{"rebound: gave up", map[string]any{"attempts": 1, "reason": "error is not retryable", "error": "invalid_argument: attempt 1 fails"}},
+		{"not retryable", failFirst(1000, connect.CodeInvalidArgument), unaryCall, unary, []observetest.Record{
+			{Msg: "rebound: gave up", Attrs: map[string]any{"attempts": 1, "reason": "error is not retryable", "error": "invalid_argument: attempt 1 fails"}},
 		}},
 	} {
 		srv.setHandlers(step.h)
 		step.call()
 		all := records()
-		checkRecords(t, step.name, all[seen:], step.method, target, step.want)
+		observetest.CheckRecords(t, step.name, all[seen:], step.method, target, step.want)
 		seen = len(all)
 	}
 }
 
 func TestLogsHedging(t *testing.T) {
-	logger, records := debugLog(t)
+	logger, records := observetest.DebugLog(t)
 	srv := startServer(t, failFirst(1000, connect.CodeUnavailable), false)
 	// The default server name is the URL's host.
 	i := newInterceptor(t, clocktest.New(), hedgeJSON(""), connectretry.WithLogger(logger))
 	_, _ = call(context.Background(), newClients(srv, connectProtocol, i).unary, "x")
-	checkRecords(t, "hedged call", records(), unary, strings.TrimPrefix(srv.url, "http://"), []record{
-		{"rebound: hedge sent", map[string]any{"attempt": 2}},
-		{"rebound: hedge sent", map[string]any{"attempt": 3}},
-		{"rebound: gave up", map[string]any{"attempts": 3, "reason": "attempts exhausted"}},
+	observetest.CheckRecords(t, "hedged call", records(), unary, strings.TrimPrefix(srv.url, "http://"), []observetest.Record{
+		{Msg: "rebound: hedge sent", Attrs: map[string]any{"attempt": 2}},
+		{Msg: "rebound: hedge sent", Attrs: map[string]any{"attempt": 3}},
+		{Msg: "rebound: gave up", Attrs: map[string]any{"attempts": 3, "reason": "attempts exhausted"}},
 	})
 }
 

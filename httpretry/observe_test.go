@@ -3,7 +3,6 @@ package httpretry_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -14,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
+	"github.com/rebound-go/rebound/internal/observe/observetest"
+
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/httpretry"
@@ -277,179 +276,36 @@ func TestMetrics(t *testing.T) {
 		send(t, step.client, http.MethodGet, step.srv.URL, nil)
 	}
 
-	got := collectMetrics(t, reader, "github.com/rebound-go/rebound/httpretry")
+	got := observetest.Collect(t, reader, "github.com/rebound-go/rebound/httpretry")
 	for _, name := range []string{"grpc.client.call.transparent_retries", "grpc.client.call.retries_pushback_stopped"} {
 		if _, ok := got[name]; ok {
 			t.Errorf("%s recorded; HTTP has no such thing", name)
 		}
 	}
 	get, host := "GET "+srv.host(), srv.host()
-	retries := histogramPoint[int64](t, got, "grpc.client.call.retries", "{retry}", get, host)
+	retries := observetest.Histogram[int64](t, got, "grpc.client.call.retries", "{retry}", get, host)
 	if retries.Count != 2 || retries.Sum != 3 || !slices.Equal(retries.Bounds, []float64{1, 2, 3, 4, 5}) ||
 		!slices.Equal(retries.BucketCounts, []uint64{1, 1, 0, 0, 0, 0}) {
 		t.Errorf("retries: %d requests summing %d in %v over %v, want 2 requests with 1 and 2 retries", retries.Count, retries.Sum, retries.BucketCounts, retries.Bounds)
 	}
-	hedges := histogramPoint[int64](t, got, "grpc.client.call.hedges", "{hedge}", "GET "+hedged.host(), hedged.host())
+	hedges := observetest.Histogram[int64](t, got, "grpc.client.call.hedges", "{hedge}", "GET "+hedged.host(), hedged.host())
 	if hedges.Count != 1 || hedges.Sum != 2 || !slices.Equal(hedges.Bounds, []float64{1, 2, 3, 4, 5}) {
 		t.Errorf("hedges: %d requests summing %d over %v, want 1 request with 2 hedges", hedges.Count, hedges.Sum, hedges.Bounds)
 	}
-	delay := histogramPoint[float64](t, got, "grpc.client.call.retry_delay", "s", get, host)
+	delay := observetest.Histogram[float64](t, got, "grpc.client.call.retry_delay", "s", get, host)
 	if delay.Count != 2 || delay.Sum != 2 || len(delay.Bounds) == 0 || delay.Bounds[0] != 0 || delay.Bounds[len(delay.Bounds)-1] != 100 {
 		t.Errorf("retry_delay: %d requests summing %vs over %v, want 2 requests summing 2s", delay.Count, delay.Sum, delay.Bounds)
 	}
-	if hd := histogramPoint[float64](t, got, "grpc.client.call.retry_delay", "s", "GET "+hedged.host(), hedged.host()); hd.Count != 1 || hd.Sum != 0 {
+	if hd := observetest.Histogram[float64](t, got, "grpc.client.call.retry_delay", "s", "GET "+hedged.host(), hedged.host()); hd.Count != 1 || hd.Sum != 0 {
 		t.Errorf("retry_delay of the hedged request: %d requests summing %vs, want 1 request of 0s", hd.Count, hd.Sum)
 	}
-	if v := counterValue(t, got, "grpc.client.call.retries_throttled", "{retry}", get, host); v != 1 {
+	if v := observetest.Counter(t, got, "grpc.client.call.retries_throttled", "{retry}", get, host); v != 1 {
 		t.Errorf("retries_throttled %d, want 1", v)
 	}
 }
 
-// collectMetrics reads every metric of reader by name, checking their scope.
-func collectMetrics(t *testing.T, reader *sdkmetric.ManualReader, scope string) map[string]metricdata.Metrics {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]metricdata.Metrics{}
-	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != scope {
-			t.Errorf("meter scope %q, want %q", sm.Scope.Name, scope)
-		}
-		for _, m := range sm.Metrics {
-			got[m.Name] = m
-		}
-	}
-	return got
-}
-
-// histogramPoint returns the point of histogram name for method and
-// target, checking the unit.
-func histogramPoint[N int64 | float64](t *testing.T, got map[string]metricdata.Metrics, name, unit, method, target string) metricdata.HistogramDataPoint[N] {
-	t.Helper()
-	m, ok := got[name]
-	if !ok {
-		t.Fatalf("%s not recorded", name)
-	}
-	if m.Unit != unit {
-		t.Errorf("%s: unit %q, want %q", name, m.Unit, unit)
-	}
-	h, ok := m.Data.(metricdata.Histogram[N])
-	if !ok {
-		t.Fatalf("%s is a %T", name, m.Data)
-	}
-	for _, dp := range h.DataPoints {
-		if pointOf(dp.Attributes, method, target) {
-			return dp
-		}
-	}
-	t.Fatalf("%s: no point for grpc.method %q, grpc.target %q", name, method, target)
-	return metricdata.HistogramDataPoint[N]{}
-}
-
-// counterValue returns the value of counter name for method and target,
-// checking the unit.
-func counterValue(t *testing.T, got map[string]metricdata.Metrics, name, unit, method, target string) int64 {
-	t.Helper()
-	m, ok := got[name]
-	if !ok {
-		t.Fatalf("%s not recorded", name)
-	}
-	if m.Unit != unit {
-		t.Errorf("%s: unit %q, want %q", name, m.Unit, unit)
-	}
-	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-		if pointOf(dp.Attributes, method, target) {
-			return dp.Value
-		}
-	}
-	t.Fatalf("%s: no point for grpc.method %q, grpc.target %q", name, method, target)
-	return 0
-}
-
-// pointOf reports whether a point's attributes are exactly grpc.method and
-// grpc.target with the given values.
-func pointOf(set attribute.Set, method, target string) bool {
-	m, _ := set.Value("grpc.method")
-	tg, _ := set.Value("grpc.target")
-	return set.Len() == 2 && m.AsString() == method && tg.AsString() == target
-}
-
-// debugLog returns a logger that writes JSON records at debug level, and a
-// function that returns the records written so far without their time.
-func debugLog(t *testing.T) (*slog.Logger, func() []map[string]any) {
-	t.Helper()
-	var (
-		mu  sync.Mutex
-		buf bytes.Buffer
-	)
-	w := writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.Write(p)
-	})
-	records := func() []map[string]any {
-		mu.Lock()
-		defer mu.Unlock()
-		var out []map[string]any
-		for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-			if line == "" {
-				continue
-			}
-			var r map[string]any
-			if err := json.Unmarshal([]byte(line), &r); err != nil {
-				t.Fatalf("log line %q: %v", line, err)
-			}
-			delete(r, "time")
-			out = append(out, r)
-		}
-		return out
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})), records
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-// record is a log record a test expects: its message and some of its
-// attributes, with durations as time.Duration and counts as int.
-type record struct {
-	msg   string
-	attrs map[string]any
-}
-
-// checkRecords compares records with want. Every record must be at debug
-// level and name the method and target.
-func checkRecords(t *testing.T, step string, got []map[string]any, method, target string, want []record) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d records, want %d:\n%v", step, len(got), len(want), got)
-	}
-	for k, w := range want {
-		r := got[k]
-		if r["level"] != "DEBUG" || r["msg"] != w.msg || r["method"] != method || r["target"] != target {
-			t.Errorf("%s: record %d is %v, want %q at DEBUG for %s at %s", step, k, r, w.msg, method, target)
-		}
-		for key, v := range w.attrs {
-			// JSON numbers decode as float64; the handler writes durations
-			// in nanoseconds.
-			switch x := v.(type) {
-			case time.Duration:
-				v = float64(x)
-			case int:
-				v = float64(x)
-			}
-			if r[key] != v {
-				t.Errorf("%s: record %d %q: %s = %v, want %v", step, k, w.msg, key, r[key], v)
-			}
-		}
-	}
-}
-
 func TestLogs(t *testing.T) {
-	logger, records := debugLog(t)
+	logger, records := observetest.DebugLog(t)
 	srv := newStepServer(t)
 	_, client := newTransport(t, clocktest.NewAuto(), httpretry.WithLogger(logger), httpretry.WithMaxBufferedBody(4))
 	seen := 0
@@ -458,44 +314,44 @@ func TestLogs(t *testing.T) {
 		h      func(n int, w http.ResponseWriter, r *http.Request)
 		method string
 		body   io.Reader
-		want   []record
+		want   []observetest.Record
 	}{
-		{"success on attempt 3", script(503, 429, 200), http.MethodGet, nil, []record{
-			{"rebound: retry scheduled", map[string]any{"attempt": 1, "delay": 500 * time.Millisecond, "error": "httpretry: response 503 Service Unavailable"}},
-			{"rebound: retry scheduled", map[string]any{"attempt": 2, "delay": time.Second, "error": "httpretry: response 429 Too Many Requests"}},
+		{"success on attempt 3", script(503, 429, 200), http.MethodGet, nil, []observetest.Record{
+			{Msg: "rebound: retry scheduled", Attrs: map[string]any{"attempt": 1, "delay": 500 * time.Millisecond, "error": "httpretry: response 503 Service Unavailable"}},
+			{Msg: "rebound: retry scheduled", Attrs: map[string]any{"attempt": 2, "delay": time.Second, "error": "httpretry: response 429 Too Many Requests"}},
 		}},
 		{"success at once", script(200), http.MethodGet, nil, nil},
-		{"Retry-After", retryAfter("3", 503, 200), http.MethodGet, nil, []record{
-			{"rebound: retry scheduled, obeying server pushback", map[string]any{"attempt": 1, "delay": 3 * time.Second}},
+		{"Retry-After", retryAfter("3", 503, 200), http.MethodGet, nil, []observetest.Record{
+			{Msg: "rebound: retry scheduled, obeying server pushback", Attrs: map[string]any{"attempt": 1, "delay": 3 * time.Second}},
 		}},
-		{"attempts exhausted", script(503), http.MethodGet, nil, []record{
-			{"rebound: retry scheduled", map[string]any{"attempt": 1, "delay": 500 * time.Millisecond}},
-			{"rebound: retry scheduled", map[string]any{"attempt": 2, "delay": time.Second}},
-			{"rebound: gave up", map[string]any{"attempts": 3, "reason": "attempts exhausted", "error": "httpretry: response 503 Service Unavailable"}},
+		{"attempts exhausted", script(503), http.MethodGet, nil, []observetest.Record{
+			{Msg: "rebound: retry scheduled", Attrs: map[string]any{"attempt": 1, "delay": 500 * time.Millisecond}},
+			{Msg: "rebound: retry scheduled", Attrs: map[string]any{"attempt": 2, "delay": time.Second}},
+			{Msg: "rebound: gave up", Attrs: map[string]any{"attempts": 3, "reason": "attempts exhausted", "error": "httpretry: response 503 Service Unavailable"}},
 		}},
 		// The Transport decides to return the response; the engine then
 		// sees a failure it may not retry.
-		{"Retry-After beyond the cap", retryAfter("120", 503, 200), http.MethodGet, nil, []record{
-			{"rebound: committed", map[string]any{"attempt": 1, "why": "Retry-After beyond cap", "retry_after": 2 * time.Minute, "cap": time.Minute}},
-			{"rebound: gave up", map[string]any{"attempts": 1, "reason": "error is not retryable"}},
+		{"Retry-After beyond the cap", retryAfter("120", 503, 200), http.MethodGet, nil, []observetest.Record{
+			{Msg: "rebound: committed", Attrs: map[string]any{"attempt": 1, "why": "Retry-After beyond cap", "retry_after": 2 * time.Minute, "cap": time.Minute}},
+			{Msg: "rebound: gave up", Attrs: map[string]any{"attempts": 1, "reason": "error is not retryable"}},
 		}},
-		{"not idempotent", script(503), http.MethodPost, strings.NewReader("order"), []record{
-			{"rebound: gave up", map[string]any{"attempts": 1, "reason": "error is not retryable"}},
+		{"not idempotent", script(503), http.MethodPost, strings.NewReader("order"), []observetest.Record{
+			{Msg: "rebound: gave up", Attrs: map[string]any{"attempts": 1, "reason": "error is not retryable"}},
 		}},
-		{"body not replayable", script(503), http.MethodPut, unreplayable("too long"), []record{
-			{"rebound: committed", map[string]any{"attempt": 1, "why": "request body cannot be replayed"}},
+		{"body not replayable", script(503), http.MethodPut, unreplayable("too long"), []observetest.Record{
+			{Msg: "rebound: committed", Attrs: map[string]any{"attempt": 1, "why": "request body cannot be replayed"}},
 		}},
 	} {
 		srv.set(step.h)
 		send(t, client, step.method, srv.URL, step.body)
 		all := records()
-		checkRecords(t, step.name, all[seen:], step.method+" "+srv.host(), srv.host(), step.want)
+		observetest.CheckRecords(t, step.name, all[seen:], step.method+" "+srv.host(), srv.host(), step.want)
 		seen = len(all)
 	}
 }
 
 func TestLogsThrottled(t *testing.T) {
-	logger, records := debugLog(t)
+	logger, records := observetest.DebugLog(t)
 	srv := newStepServer(t)
 	srv.set(script(503))
 	throttle, err := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 4, TokenRatio: 1})
@@ -505,23 +361,23 @@ func TestLogsThrottled(t *testing.T) {
 	_, client := newTransport(t, clocktest.NewAuto(), httpretry.WithLogger(logger),
 		httpretry.WithBudget(func(string) rebound.Budget { return throttle }))
 	send(t, client, http.MethodGet, srv.URL, nil)
-	checkRecords(t, "throttled", records(), "GET "+srv.host(), srv.host(), []record{
-		{"rebound: retry scheduled", map[string]any{"attempt": 1, "delay": 500 * time.Millisecond}},
-		{"rebound: throttled, gave up", map[string]any{"attempts": 2, "reason": "retry budget exhausted"}},
+	observetest.CheckRecords(t, "throttled", records(), "GET "+srv.host(), srv.host(), []observetest.Record{
+		{Msg: "rebound: retry scheduled", Attrs: map[string]any{"attempt": 1, "delay": 500 * time.Millisecond}},
+		{Msg: "rebound: throttled, gave up", Attrs: map[string]any{"attempts": 2, "reason": "retry budget exhausted"}},
 	})
 }
 
 func TestLogsHedging(t *testing.T) {
-	logger, records := debugLog(t)
+	logger, records := observetest.DebugLog(t)
 	srv := newStepServer(t)
 	srv.set(script(503))
 	// The clock never moves: hedges follow failures.
 	_, client := newTransport(t, clocktest.New(), httpretry.WithLogger(logger), httpretry.WithHedging(10*time.Second, 3))
 	send(t, client, http.MethodGet, srv.URL, nil)
-	checkRecords(t, "hedged request", records(), "GET "+srv.host(), srv.host(), []record{
-		{"rebound: hedge sent", map[string]any{"attempt": 2}},
-		{"rebound: hedge sent", map[string]any{"attempt": 3}},
-		{"rebound: gave up", map[string]any{"attempts": 3, "reason": "attempts exhausted"}},
+	observetest.CheckRecords(t, "hedged request", records(), "GET "+srv.host(), srv.host(), []observetest.Record{
+		{Msg: "rebound: hedge sent", Attrs: map[string]any{"attempt": 2}},
+		{Msg: "rebound: hedge sent", Attrs: map[string]any{"attempt": 3}},
+		{Msg: "rebound: gave up", Attrs: map[string]any{"attempts": 3, "reason": "attempts exhausted"}},
 	})
 }
 
