@@ -1,6 +1,8 @@
 package grpcretry
 
 import (
+	"math/bits"
+	"sync"
 	"unsafe"
 
 	"google.golang.org/protobuf/proto"
@@ -18,6 +20,13 @@ import (
 // server of a retry gets exactly the same message, and stats handlers and
 // codecs still see a proto message. Only proto messages can be kept this
 // way; any other message commits the call (see stream.go).
+//
+// Encodings live in buffers recycled through size-classed pools: keeping a
+// message then costs an encoding into memory already there, not an
+// allocation and its share of garbage collection, which on a loaded
+// machine cost as much as the encoding. A buffer goes back to its pool
+// when the message is freed, under the call's lock; replays decode under
+// that lock too, so no one reads a buffer once it is back.
 
 // entryOverhead is what a kept message costs beyond its encoding: its place
 // in the buffer. Counting it keeps a stream of empty messages bounded too.
@@ -25,23 +34,75 @@ const entryOverhead = int(unsafe.Sizeof(entry{}))
 
 // entry is one kept message: its encoding and its type.
 type entry struct {
-	data []byte
-	typ  protoreflect.MessageType
+	data   []byte
+	pooled *[]byte // data's buffer, when it came from a pool
+	typ    protoreflect.MessageType
 }
 
-// cost is what e counts against the buffer limits: the memory it holds.
-// The encoding's capacity is its allocation, rounded up to the
-// allocator's size class (a 32 KiB message and a few bytes take 40 KiB),
-// so that the limits bound real memory.
+// cost is what e counts against the buffer limits: the memory it holds,
+// the whole capacity of its buffer, so that the limits bound real memory.
 func (e entry) cost() int { return cap(e.data) + entryOverhead }
 
-// message returns a new message decoded from e.
+// message returns a new message decoded from e. proto.Unmarshal copies
+// what it keeps, so the message outlives e's buffer.
 func (e entry) message() (any, error) {
 	m := e.typ.New().Interface()
 	if err := proto.Unmarshal(e.data, m); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// free gives e's buffer back to its pool; e must not be used after.
+func (e entry) free() {
+	if e.pooled != nil {
+		*e.pooled = e.data[:0]
+		pools[poolClass(cap(e.data))].Put(e.pooled)
+	}
+}
+
+// Buffers of more than pooledMin and at most pooledMax bytes are pooled,
+// in classes a quarter of a power of two apart: a buffer is at most 25%
+// larger than the encoding it holds. Smaller encodings cost little to
+// allocate; larger ones are rare and kept only under raised limits.
+const (
+	pooledMinLog = 9
+	pooledMaxLog = 22
+	pooledMin    = 1 << pooledMinLog // 512 B
+	pooledMax    = 1 << pooledMaxLog // 4 MiB
+)
+
+var pools [(pooledMaxLog - pooledMinLog) * 4]sync.Pool
+
+// poolSize returns the capacity of the class that holds n bytes,
+// pooledMin < n <= pooledMax: n rounded up to a quarter of the power of
+// two below it.
+func poolSize(n int) int {
+	step := 1 << (bits.Len(uint(n-1)) - 3)
+	return (n + step - 1) / step * step
+}
+
+// poolClass returns the index of the class of capacity size (a poolSize).
+func poolClass(size int) int {
+	k := bits.Len(uint(size-1)) - 1 // size is in (2^k, 2^(k+1)]
+	return (k-pooledMinLog)*4 + size>>(k-2) - 5
+}
+
+// newBuffer returns an empty buffer with room for n bytes, and the pool
+// handle to give it back with, if it is pooled.
+func newBuffer(n int) ([]byte, *[]byte) {
+	if n <= pooledMin || n > pooledMax {
+		// append, unlike make, gives the allocator's whole size class
+		// as capacity: cost counts it.
+		return append([]byte(nil), make([]byte, n)...)[:0], nil
+	}
+	size := poolSize(n)
+	p, _ := pools[poolClass(size)].Get().(*[]byte)
+	if p == nil {
+		b := make([]byte, 0, size)
+		p = &b
+	}
+	return (*p)[:0], p
 }
 
 // encode returns m's entry when m is a proto message whose cost is at most
@@ -56,18 +117,21 @@ func encode(m any, limit int) (entry, bool) {
 	if n+entryOverhead > limit {
 		return entry{}, false
 	}
-	// append, unlike make, gives the whole size class as capacity.
-	buf := append([]byte(nil), make([]byte, n)...)[:0]
-	if cap(buf)+entryOverhead > limit {
+	buf, pooled := newBuffer(n)
+	e := entry{data: buf, pooled: pooled, typ: pm.ProtoReflect().Type()}
+	if e.cost() > limit {
+		e.free()
 		return entry{}, false
 	}
 	// Size has just cached the sizes that Marshal needs; the application
 	// may not change the message during SendMsg.
 	data, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(buf, pm)
-	if err != nil || len(data) != n {
+	if err != nil || len(data) != n || cap(data) != cap(buf) {
+		e.free()
 		return entry{}, false
 	}
-	return entry{data: data, typ: pm.ProtoReflect().Type()}, true
+	e.data = data
+	return e, true
 }
 
 // buffer is the replay log of one call: message i of the call (counting
@@ -101,6 +165,7 @@ func (b *buffer) freeBefore(i int) int {
 	freed := 0
 	for j := range k {
 		freed += b.entries[j].cost()
+		b.entries[j].free()
 		b.entries[j] = entry{}
 	}
 	b.entries = b.entries[k:]

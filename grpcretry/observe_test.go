@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/grpcretry"
@@ -30,7 +31,7 @@ func observed(t *testing.T, srv *grpctest.Server, cfg *serviceconfig.Config, opt
 	t.Helper()
 	clk := clocktest.NewAuto()
 	c, err := grpcretry.New(cfg, append([]grpcretry.Option{grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.5)),
-		grpcretry.WithServerName(t.Name())}, opts...)...)
+		grpcretry.WithServerName(fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,5 +161,34 @@ func TestDecisionLogs(t *testing.T) {
 	}
 	if !strings.Contains(lines[0], "delay=30ms") || !strings.Contains(lines[2], `reason="attempts exhausted"`) {
 		t.Errorf("records lack the delay or the reason:\n%s", buf.String())
+	}
+}
+
+func TestStatsStreams(t *testing.T) {
+	srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(n int, _ *testpb.StreamingOutputCallRequest, st grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+		if n == 1 {
+			return status.Error(codes.Unavailable, "not yet")
+		}
+		return st.Send(&testpb.StreamingOutputCallResponse{})
+	}})
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, tc, _, _ := observed(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithLogger(logger))
+	st, err := tc.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := st.Recv(); err != nil {
+			break
+		}
+	}
+	s := c.Stats()[grpctest.StreamingOutputCall]
+	want := rebound.AttemptStats{Attempts: 1, Histogram: [8]uint64{1}}
+	if s.Calls != 1 || s.Retries != want {
+		t.Fatalf("stream stats %+v, want 1 call, retries %+v", s, want)
+	}
+	if !strings.Contains(buf.String(), "rebound: retry scheduled") || !strings.Contains(buf.String(), "method="+grpctest.StreamingOutputCall) {
+		t.Fatalf("no retry record for the stream:\n%s", buf.String())
 	}
 }

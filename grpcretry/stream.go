@@ -69,14 +69,16 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	mc := c.cfg.MethodConfig(method)
 	callCtx, cancel, opts := callSettings(ctx, mc, opts)
 	if c.opts.disabled || mc == nil || (mc.RetryPolicy == nil && mc.HedgingPolicy == nil) {
-		return once(callCtx != ctx, cancel, n, desc, cc, method, streamer, callCtx, opts)
+		return once(callCtx, callCtx != ctx, cancel, n, desc, cc, method, streamer, opts)
 	}
-	p := c.policy(c.target(cc), mc)
+	t := c.target(cc)
+	p := c.policy(t, mc)
 	if p.err != nil {
 		cancel()
 		return nil, status.Error(codes.Internal, "grpcretry: "+method+": "+p.err.Error())
 	}
-	s := &clientStream{c: c, desc: desc, cc: cc, method: method, streamer: streamer, out: n, parent: callCtx, cancelCall: cancel}
+	callCtx = c.rec.Observer(callCtx, method, t.uri)
+	s := &clientStream{c: c, desc: desc, cc: cc, method: method, target: t.uri, streamer: streamer, out: n, parent: callCtx, cancelCall: cancel}
 	s.cond.L = &s.mu
 	s.opts, s.wb = splitWriteBack(opts)
 	s.ctx, s.cancelCtx = context.WithCancel(callCtx)
@@ -89,7 +91,7 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		tok, err := p.retry.AcquireInitialToken(callCtx)
 		if err != nil || tok == nil {
 			s.cancelCtx()
-			return once(callCtx != ctx, cancel, n, desc, cc, method, streamer, callCtx, opts)
+			return once(callCtx, callCtx != ctx, cancel, n, desc, cc, method, streamer, opts)
 		}
 		s.policy, s.tok, s.clock, s.codes = p.retry, tok, p.retry.Clock(), mc.RetryPolicy.RetryableStatusCodes
 	}
@@ -98,7 +100,7 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 
 // once makes a call of a single attempt. timed says ctx carries the
 // method's timeout, which then ends with the stream.
-func once(timed bool, cancel context.CancelFunc, n *int, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, ctx context.Context, opts []grpc.CallOption) (grpc.ClientStream, error) {
+func once(ctx context.Context, timed bool, cancel context.CancelFunc, n *int, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
 	if n != nil {
 		*n = 1
 	}
@@ -146,6 +148,7 @@ type clientStream struct {
 	desc     *grpc.StreamDesc
 	cc       *grpc.ClientConn
 	method   string
+	target   string // the canonical target, for statistics and logs
 	streamer grpc.Streamer
 	opts     []grpc.CallOption     // every attempt's: the caller's, less wb's
 	wb       writeBack             // filled once, when the call ends
@@ -203,8 +206,12 @@ func (s *clientStream) start() (grpc.ClientStream, error) {
 	s.stopAbort = context.AfterFunc(s.parent, s.abort)
 	if s.hedger != nil {
 		go s.hedgeLoop()
-	} else {
-		go s.retryLoop()
+	} else if n := s.count(); n > 0 {
+		// The first attempt opens here, saving the common case a
+		// hand-off to the control goroutine.
+		if a := s.open(n); a != nil {
+			go s.retryLoop(a)
+		}
 	}
 	s.mu.Lock()
 	for !s.opened && !s.done {
@@ -243,6 +250,13 @@ func (s *clientStream) send(m any) error {
 		e, keep = encode(m, s.c.opts.bufferPerRPC)
 	}
 	s.mu.Lock()
+	if keep && !s.done && !s.sentLast && !s.committed && s.buf.bytes+e.cost() <= s.c.opts.bufferPerRPC && s.reserve(e.cost()) {
+		if !s.desc.ClientStreams {
+			s.sentLast = true
+		}
+		return s.sendKept(m, e)
+	}
+	e.free()
 	if s.done {
 		s.mu.Unlock()
 		return io.EOF
@@ -254,16 +268,11 @@ func (s *clientStream) send(m any) error {
 	if !s.desc.ClientStreams {
 		s.sentLast = true
 	}
-	if !s.committed {
-		if keep && s.buf.bytes+e.cost() <= s.c.opts.bufferPerRPC && s.reserve(e.cost()) {
-			return s.sendKept(m, e)
-		}
-		// A6: the message that would overflow the buffer commits the
-		// call and is never kept.
-		if !s.commitOverflowLocked() {
-			s.mu.Unlock()
-			return io.EOF
-		}
+	// A6: the message that would overflow the buffer commits the call and
+	// is never kept.
+	if !s.committed && !s.commitOverflowLocked() {
+		s.mu.Unlock()
+		return io.EOF
 	}
 	return s.sendCommitted(m)
 }

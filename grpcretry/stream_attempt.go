@@ -16,6 +16,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -30,7 +31,7 @@ type attempt struct {
 	next    int         // the next kept message to send on cs
 	closed  bool        // CloseSend was sent on cs
 	pumping bool        // a goroutine is sending on cs
-	broken  bool        // a send found cs done
+	broken  bool        // cs is done: a send found it so, or its end was judged
 	md      metadata.MD // the response headers, once received
 	judging bool        // its end is being judged
 	judged  bool        // its end has been judged, or the call ended on it
@@ -132,17 +133,19 @@ func (s *clientStream) drain(a *attempt, own any, ownAt int) error {
 	var err error
 	s.mu.Lock()
 	for err == nil {
-		if s.done || a.lost || a.broken {
+		if s.done || a.lost || a.broken || a.next < s.buf.base {
+			// The call or the attempt is over (what an attempt lacks is
+			// freed only once another has won).
 			err = io.EOF
 			break
 		}
 		if i := a.next; i < s.buf.end() {
-			e := s.buf.at(i)
-			s.mu.Unlock()
 			m := own
 			if i != ownAt {
-				m, err = e.message()
+				// Under mu: a freed encoding goes back to its pool.
+				m, err = s.buf.at(i).message()
 			}
+			s.mu.Unlock()
 			if err == nil {
 				err = a.cs.SendMsg(m)
 			}
@@ -285,6 +288,7 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 		return false
 	}
 	s.live = slices.DeleteFunc(s.live, func(o *attempt) bool { return o == a })
+	a.broken = true // it has ended: nothing more is sent on it
 	s.last, s.lastErr = a, err
 	committed := headers || s.committed
 	tok := s.tok
@@ -303,6 +307,9 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 	if rerr != nil {
 		s.finish(a, err, rerr)
 		return false
+	}
+	if o := rebound.ObserverFrom(s.parent); o != nil {
+		o.Retrying(a.n, err, next.Delay())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -393,6 +400,29 @@ func (s *clientStream) finish(a *attempt, err, reason error) {
 	s.cancelCtx()
 	s.cancelCall()
 	s.report()
+	s.record(err, reason)
+}
+
+// record ends the call's statistics and logs why retrying stopped. A
+// stream's attempts run one after another (or race, when hedged), and all
+// but the one that ended the call failed, so the count of failed later
+// attempts follows from the outcome.
+func (s *clientStream) record(err, reason error) {
+	s.mu.Lock()
+	n := s.attempts
+	s.mu.Unlock()
+	call := observe.Call{Method: s.method, Target: s.target, Attempts: n, Hedged: s.hedger != nil}
+	switch {
+	case err == io.EOF:
+		call.FailedLater = max(n-2, 0)
+	default:
+		call.FailedLater = max(n-1, 0)
+		call.Reason = reason
+		if o := rebound.ObserverFrom(s.parent); o != nil {
+			o.GaveUp(n, err, reason)
+		}
+	}
+	s.c.rec.End(s.parent, &call)
 }
 
 // report fills in the caller's Attempts, Header, Trailer and Peer options
@@ -434,19 +464,12 @@ func (s *clientStream) report() {
 	})
 }
 
-// retryLoop is the control goroutine of a call under a retryPolicy: it
-// opens each attempt, waits for its response headers (which commit the
-// call and end the loop) or its end, and retries per the policy.
-func (s *clientStream) retryLoop() {
+// retryLoop is the control goroutine of a call under a retryPolicy, from
+// its first attempt a on: it waits for the attempt's response headers
+// (which commit the call and end the loop) or its end, and retries per the
+// policy.
+func (s *clientStream) retryLoop(a *attempt) {
 	for {
-		n := s.count()
-		if n == 0 {
-			return
-		}
-		a := s.open(n)
-		if a == nil {
-			return
-		}
 		err := a.err
 		if a.cs != nil {
 			if md, _ := a.cs.Header(); md != nil {
@@ -459,6 +482,13 @@ func (s *clientStream) retryLoop() {
 			}
 		}
 		if !s.judge(a, err, false) || !s.backoff() {
+			return
+		}
+		n := s.count()
+		if n == 0 {
+			return
+		}
+		if a = s.open(n); a == nil {
 			return
 		}
 	}

@@ -163,11 +163,11 @@ func BenchmarkStream(b *testing.B) {
 			b.Run(k.name+"/"+cl.name, func(b *testing.B) {
 				b.SetBytes(int64(len(payload)))
 				b.ReportAllocs()
-				cpu := processCPU()
+				cpu := cpuTime()
 				k.run(b, cl.tc)
 				if cpu > 0 {
 					// Client and server together: both run in this process.
-					b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+					b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
 				}
 			})
 		}

@@ -53,6 +53,11 @@ func (s *clientStream) hedgeLoop() {
 		}
 		sent++
 		running++
+		if n > 1 {
+			if o := rebound.ObserverFrom(s.parent); o != nil {
+				o.Hedging(n)
+			}
+		}
 		go s.hedgeAttempt(n)
 		return true
 	}
@@ -86,12 +91,15 @@ func (s *clientStream) hedgeLoop() {
 		return
 	}
 	arm(h.Delay())
+	var (
+		last    *attempt // the attempt that failed last, and how
+		lastErr error
+	)
 	for {
 		select {
 		case <-timerC:
 			timer, timerC = nil, nil
 			hedge()
-			continue
 		case <-s.commitCh:
 			return
 		case <-s.ctx.Done():
@@ -108,6 +116,7 @@ func (s *clientStream) hedgeLoop() {
 			s.last, s.lastErr = a, err
 			s.cond.Broadcast()
 			s.mu.Unlock()
+			last, lastErr = a, err
 			if s.parent.Err() != nil {
 				s.finish(a, err, context.Cause(s.parent))
 				return
@@ -136,19 +145,23 @@ func (s *clientStream) hedgeLoop() {
 			default:
 				arm(0)
 			}
-			if running > 0 {
-				continue
-			}
-			if timerC == nil {
-				s.finish(a, err, reason)
-				return
-			}
-			// Only a pushback-delayed hedge is left; do not wait for it
-			// past the deadline.
-			if dl, ok := s.parent.Deadline(); ok && !due.Before(dl) {
-				s.finish(a, err, rebound.ErrDeadline)
-				return
-			}
+		}
+		if running > 0 || last == nil {
+			continue
+		}
+		if s.isCommitted.Load() {
+			return // an attempt won meanwhile: the call is its
+		}
+		// Every attempt has failed.
+		if timerC == nil {
+			s.finish(last, lastErr, reason)
+			return
+		}
+		// Only a pushback-delayed hedge is left; do not wait for it past
+		// the deadline.
+		if dl, ok := s.parent.Deadline(); ok && !due.Before(dl) {
+			s.finish(last, lastErr, rebound.ErrDeadline)
+			return
 		}
 	}
 }
@@ -192,7 +205,7 @@ func (s *clientStream) hedgeAttempt(n int) {
 		// Out of the running before hedgeLoop hears of it, so that an
 		// overflow cannot commit the call to it meanwhile.
 		s.live = slices.DeleteFunc(s.live, func(o *attempt) bool { return o == a })
-		a.judging = true
+		a.judging, a.broken = true, true
 		s.mu.Unlock()
 		s.events <- attemptEnd{a, err}
 	}

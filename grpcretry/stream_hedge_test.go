@@ -206,6 +206,33 @@ func TestHedgedStreamFailures(t *testing.T) {
 	}
 }
 
+// TestHedgedStreamRefusedAfterPushback: the only attempt fails with a
+// pushback delay, and when the delay is up the throttle refuses the hedge.
+// Nothing runs any more, so the call ends at once.
+func TestHedgedStreamRefusedAfterPushback(t *testing.T) {
+	srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(_ int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+		s.SetTrailer(metadata.Pairs("grpc-retry-pushback-ms", "50"))
+		return status.Error(codes.Unavailable, "later")
+	}})
+	clk := clocktest.New()
+	// maxTokens 2, threshold 1: the failure leaves 1 token, too few.
+	cfg := streamHedgeConfig(t, 3, "10s", `"UNAVAILABLE"`, `,"retryThrottling":{"maxTokens":2,"tokenRatio":1}`)
+	c, _ := streamClient(t, srv, cfg, clk, grpcretry.WithServerName(fmt.Sprintf("%s-%p", t.Name(), srv)))
+	// A regression would wait for the deadline: fail instead of hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := c.StreamingOutputCall(ctx, outMsg("req"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !clk.WaitCreated(2) { // the hedging delay, then the pushback delay
+		t.Fatal("no pushback timer")
+	}
+	clk.Advance(50 * time.Millisecond)
+	_, err = recvBodies(st)
+	wantGaveUp(t, err, codes.Unavailable, 1, rebound.ErrBudgetExhausted)
+}
+
 // TestHedgeOverflowKeepsAttemptWithMostMessages overflows the buffer of a
 // hedged stream whose hedge is stuck behind flow control: the original,
 // which has sent every message, goes on alone and gets them all; the hedge

@@ -1,8 +1,0 @@
-//go:build !unix
-
-package grpcretry_test
-
-import "time"
-
-// processCPU is not measured here.
-func processCPU() time.Duration { return 0 }
