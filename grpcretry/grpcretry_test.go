@@ -463,3 +463,15 @@ func TestStreamsPassThrough(t *testing.T) {
 		t.Fatalf("received %d messages, want 3", n)
 	}
 }
+
+func TestOnFinishOncePerCall(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(2, codes.Unavailable))
+	c, _ := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""))
+	var calls []error
+	if _, err := c.UnaryCall(context.Background(), grpctest.Request("x"), grpc.OnFinish(func(err error) { calls = append(calls, err) })); err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 1 || calls[0] != nil || srv.Count(grpctest.UnaryCall) != 3 {
+		t.Fatalf("OnFinish ran %d times (%v) for a call of %d attempts, want once with nil", len(calls), calls, srv.Count(grpctest.UnaryCall))
+	}
+}

@@ -59,6 +59,7 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	if p.hedge != nil {
 		return c.hedged(ctx, t, p, mc, method, req, reply, cc, invoker, opts, n, tr)
 	}
+	opts, onFinish := splitOnFinish(opts)
 	md := new(attemptMD)
 	u := unaryCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, md: md, codes: mc.RetryPolicy.RetryableStatusCodes, c: c, tr: tr}
 	u.opts = append(md.buf[:0], opts...)
@@ -68,7 +69,37 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 		*n = u.attempts
 	}
 	c.record(ctx, method, t.uri, u.tr, u.attempts, false, err)
-	return u.result(ctx, err)
+	err = u.result(ctx, err)
+	for _, f := range onFinish {
+		f(err)
+	}
+	return err
+}
+
+// splitOnFinish takes the grpc.OnFinish options out of opts, so that their
+// callbacks run once for the call rather than once per attempt. Without
+// any, opts is returned as is.
+func splitOnFinish(opts []grpc.CallOption) ([]grpc.CallOption, []func(error)) {
+	found := false
+	for _, o := range opts {
+		if _, ok := o.(grpc.OnFinishCallOption); ok {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return opts, nil
+	}
+	var kept []grpc.CallOption
+	var fs []func(error)
+	for _, o := range opts {
+		if f, ok := o.(grpc.OnFinishCallOption); ok {
+			fs = append(fs, f.OnFinish)
+			continue
+		}
+		kept = append(kept, o)
+	}
+	return kept, fs
 }
 
 // record ends a call's statistics. tr may be nil when the call needed no
