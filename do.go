@@ -47,12 +47,45 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 	if op == nil {
 		return zero, errNilOp
 	}
-	tok, err := s.AcquireInitialToken(ctx)
-	if err != nil || tok == nil {
-		return op(ctx)
+	var (
+		tok      Token
+		last     error // the last attempt's error; nil before the first
+		attempts int
+	)
+	if f, ok := s.(deferredToken); ok {
+		// The built-in strategies' initial token has no delay and cannot
+		// be refused, so the first attempt runs before it is made: a call
+		// that succeeds at once costs no token.
+		attempts = 1
+		v, err := op(ctx)
+		if err == nil {
+			f.recordFirstSuccess()
+			return v, nil
+		}
+		tok, last = f.firstToken(), err
+	} else {
+		var err error
+		if tok, err = s.AcquireInitialToken(ctx); err != nil || tok == nil {
+			return op(ctx)
+		}
 	}
-	var last error
-	for attempts := 0; ; {
+	for {
+		if last != nil {
+			if ctx.Err() != nil {
+				return zero, gaveUp(ctx, last, context.Cause(ctx), attempts)
+			}
+			next, rerr := s.RefreshToken(ctx, tok, last)
+			if rerr != nil {
+				return zero, gaveUp(ctx, last, rerr, attempts)
+			}
+			if next == nil {
+				return zero, gaveUp(ctx, last, ErrInvalidToken, attempts)
+			}
+			if o := ObserverFrom(ctx); o != nil {
+				o.Retrying(attempts, last, next.Delay())
+			}
+			tok = next
+		}
 		if d := tok.Delay(); d > 0 {
 			if werr := wait(ctx, clockOf(s), d); werr != nil {
 				return zero, gaveUp(ctx, last, werr, attempts)
@@ -67,21 +100,15 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 			return v, nil
 		}
 		last = err
-		if ctx.Err() != nil {
-			return zero, gaveUp(ctx, err, context.Cause(ctx), attempts)
-		}
-		next, rerr := s.RefreshToken(ctx, tok, err)
-		if rerr != nil {
-			return zero, gaveUp(ctx, err, rerr, attempts)
-		}
-		if next == nil {
-			return zero, gaveUp(ctx, err, ErrInvalidToken, attempts)
-		}
-		if o := ObserverFrom(ctx); o != nil {
-			o.Retrying(attempts, err, next.Delay())
-		}
-		tok = next
 	}
+}
+
+// deferredToken is implemented by the built-in strategies, whose initial
+// token is a formality: [DoValue] makes it only once the first attempt has
+// failed, and otherwise records the success directly.
+type deferredToken interface {
+	firstToken() Token
+	recordFirstSuccess()
 }
 
 // wait sleeps d on c unless that would pass ctx's deadline (then

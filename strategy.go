@@ -204,6 +204,14 @@ func (st *Standard) RecordSuccess(t Token) error {
 // Clock returns the strategy's clock; [Do] waits on it.
 func (st *Standard) Clock() Clock { return st.s.clock }
 
+func (st *Standard) firstToken() Token { return &token{owner: st, attempt: 1} }
+
+func (st *Standard) recordFirstSuccess() {
+	if st.s.budget != nil {
+		st.s.budget.RecordSuccess()
+	}
+}
+
 // RetryPolicy is A6's retryPolicy.
 type RetryPolicy struct {
 	// MaxAttempts counts every attempt, the first included. Must be >= 1.
@@ -296,6 +304,14 @@ func (p *Policy) RecordSuccess(t Token) error {
 
 // Clock returns the policy's clock; [Do] waits on it.
 func (p *Policy) Clock() Clock { return p.s.clock }
+
+func (p *Policy) firstToken() Token { return &token{owner: p, attempt: 1} }
+
+func (p *Policy) recordFirstSuccess() {
+	if p.s.budget != nil {
+		p.s.budget.RecordSuccess()
+	}
+}
 
 // MaxAttempts returns the maximum number of attempts.
 func (p *Policy) MaxAttempts() int { return p.s.maxAttempts }
