@@ -52,7 +52,7 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 		last     error // the last attempt's error; nil before the first
 		attempts int
 	)
-	if f, ok := s.(deferredToken); ok {
+	if f := deferred(s); f != nil {
 		// The built-in strategies' initial token has no delay and cannot
 		// be refused, so the first attempt runs before it is made: a call
 		// that succeeds at once costs no token.
@@ -109,6 +109,19 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 type deferredToken interface {
 	firstToken() Token
 	recordFirstSuccess()
+}
+
+// deferred returns s as a deferredToken when it is exactly one of the
+// built-in strategies. A type that embeds one may override
+// AcquireInitialToken, so it takes the general path.
+func deferred(s Strategy) deferredToken {
+	switch st := s.(type) {
+	case *Policy:
+		return st
+	case *Standard:
+		return st
+	}
+	return nil
 }
 
 // wait sleeps d on c unless that would pass ctx's deadline (then

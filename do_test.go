@@ -242,7 +242,6 @@ func TestDoCallerCancellationNotRetried(t *testing.T) {
 // token can be made to fail.
 type delayed struct {
 	rebound.Strategy
-	delay time.Duration
 	fail  bool
 	clock rebound.Clock
 }
@@ -369,5 +368,28 @@ func TestErrorMessage(t *testing.T) {
 	err := rebound.Do(context.Background(), p, func(context.Context) error { return retryable(errFlaky) })
 	if got, want := err.Error(), "rebound: gave up after 2 attempts (attempts exhausted): flaky"; got != want {
 		t.Fatalf("Error() = %q, want %q", got, want)
+	}
+}
+
+// countingPolicy embeds a built-in strategy and overrides
+// AcquireInitialToken; Do must call it.
+type countingPolicy struct {
+	*rebound.Policy
+	acquired int
+}
+
+func (c *countingPolicy) AcquireInitialToken(ctx context.Context) (rebound.Token, error) {
+	c.acquired++
+	return c.Policy.AcquireInitialToken(ctx)
+}
+
+func TestDoCallsOverriddenInitialToken(t *testing.T) {
+	p, _ := newPolicy(t, 2)
+	c := &countingPolicy{Policy: p}
+	if err := rebound.Do(context.Background(), c, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if c.acquired != 1 {
+		t.Fatalf("AcquireInitialToken called %d times, want 1", c.acquired)
 	}
 }
