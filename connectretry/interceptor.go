@@ -57,10 +57,10 @@ type policyEntry struct {
 // option. A nil cfg configures no policy: calls are made once.
 func New(cfg *serviceconfig.Config, opts ...Option) (*Interceptor, error) {
 	o := buildOptions(opts)
-	if o.err != nil {
-		return nil, o.err
+	if o.Err != nil {
+		return nil, o.Err
 	}
-	rec, err := observe.New(o.meters, o.logger, "github.com/rebound-go/rebound/connectretry")
+	rec, err := observe.New(o.MeterProvider, o.Logger, "github.com/rebound-go/rebound/connectretry")
 	if err != nil {
 		return nil, fmt.Errorf("connectretry: WithMeterProvider: %w", err)
 	}
@@ -100,7 +100,7 @@ func (i *Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) co
 // target returns the retry state of a server name, made on first use. addr
 // is the peer's address, used unless WithServerName set a name.
 func (i *Interceptor) target(addr string) *target {
-	name := i.opts.serverName
+	name := i.opts.ServerName
 	if name == "" {
 		name = addr
 	}
@@ -125,7 +125,7 @@ func (i *Interceptor) policy(t *target, mc *serviceconfig.MethodConfig) *policyE
 	}
 	e := &policyEntry{err: t.err}
 	if e.err == nil {
-		e.retry, e.hedge, e.err = a6.Strategies(mc, t.throttle, a6.Settings{MaxAttempts: i.opts.maxAttempts, Clock: i.opts.clock, Random: i.opts.random})
+		e.retry, e.hedge, e.err = a6.Strategies(mc, t.throttle, i.opts.Settings())
 	}
 	v, _ := t.policies.LoadOrStore(mc, e)
 	return v.(*policyEntry)
@@ -133,8 +133,8 @@ func (i *Interceptor) policy(t *target, mc *serviceconfig.MethodConfig) *policyE
 
 // clock returns the clock that retry delays run on, for measuring them.
 func (i *Interceptor) clock() rebound.Clock {
-	if i.opts.clock != nil {
-		return i.opts.clock
+	if i.opts.Clock != nil {
+		return i.opts.Clock
 	}
 	return rebound.RealClock()
 }

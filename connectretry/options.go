@@ -1,13 +1,12 @@
 package connectretry
 
 import (
-	"fmt"
 	"log/slog"
 
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/serviceconfig"
+	"github.com/rebound-go/rebound/internal/a6"
 )
 
 // Option configures an [Interceptor]. Options are applied in order; the
@@ -18,41 +17,24 @@ type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
 
+// options are the settings connectretry shares with grpcretry; it has none
+// of its own.
 type options struct {
-	maxAttempts int
-	disabled    bool
-	serverName  string
-	clock       rebound.Clock
-	random      rebound.Random
-	meters      metric.MeterProvider
-	logger      *slog.Logger
-	err         error
-}
-
-func (o *options) fail(format string, args ...any) {
-	if o.err == nil {
-		o.err = fmt.Errorf("connectretry: "+format, args...)
-	}
+	a6.Options
 }
 
 // WithMaxAttempts sets the client-side maximum of attempts (A6 "Limits"):
 // a retryPolicy or hedgingPolicy that asks for more is held to n. The
 // default is 5. n must be >= 1.
 func WithMaxAttempts(n int) Option {
-	return optionFunc(func(o *options) {
-		if n < 1 {
-			o.fail("WithMaxAttempts: n must be >= 1, got %d", n)
-			return
-		}
-		o.maxAttempts = n
-	})
+	return optionFunc(func(o *options) { o.SetMaxAttempts(n) })
 }
 
 // WithRetriesDisabled turns retries and hedging off entirely (A6 "Disabling
 // Retries"): every call is made once, as if no policy were configured. The
 // method config's timeout still applies.
 func WithRetriesDisabled() Option {
-	return optionFunc(func(o *options) { o.disabled = true })
+	return optionFunc(func(o *options) { o.Disabled = true })
 }
 
 // WithServerName sets the server name that retry throttling is kept under.
@@ -61,36 +43,18 @@ func WithRetriesDisabled() Option {
 // same server name and throttling config shares one throttle, and so do
 // grpcretry clients whose target has that name.
 func WithServerName(name string) Option {
-	return optionFunc(func(o *options) {
-		if name == "" {
-			o.fail("WithServerName: name must not be empty")
-			return
-		}
-		o.serverName = name
-	})
+	return optionFunc(func(o *options) { o.SetServerName(name) })
 }
 
 // WithClock sets the clock that backoff, pushback and hedging delays wait
 // on.
 func WithClock(c rebound.Clock) Option {
-	return optionFunc(func(o *options) {
-		if c == nil {
-			o.fail("WithClock: nil clock")
-			return
-		}
-		o.clock = c
-	})
+	return optionFunc(func(o *options) { o.SetClock(c) })
 }
 
 // WithRandom sets the source of backoff jitter.
 func WithRandom(r rebound.Random) Option {
-	return optionFunc(func(o *options) {
-		if r == nil {
-			o.fail("WithRandom: nil source")
-			return
-		}
-		o.random = r
-	})
+	return optionFunc(func(o *options) { o.SetRandom(r) })
 }
 
 // WithMeterProvider records the OpenTelemetry instruments of gRFC A96 with
@@ -104,13 +68,7 @@ func WithRandom(r rebound.Random) Option {
 // throttle or server pushback stopped. The meter's scope is
 // "github.com/rebound-go/rebound/connectretry".
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(o *options) {
-		if mp == nil {
-			o.fail("WithMeterProvider: nil MeterProvider")
-			return
-		}
-		o.meters = mp
-	})
+	return optionFunc(func(o *options) { o.SetMeterProvider(mp) })
 }
 
 // WithLogger logs each retry decision to l at debug level, one record per
@@ -119,20 +77,14 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // (throttled, stopped by pushback, or why else). Nothing is logged, and
 // nothing is spent on logging, while l does not log at debug level.
 func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(o *options) {
-		if l == nil {
-			o.fail("WithLogger: nil Logger")
-			return
-		}
-		o.logger = l
-	})
+	return optionFunc(func(o *options) { o.SetLogger(l) })
 }
 
 func buildOptions(opts []Option) options {
-	o := options{maxAttempts: serviceconfig.DefaultMaxAttempts}
+	o := options{a6.NewOptions("connectretry")}
 	for _, opt := range opts {
 		if opt == nil {
-			o.fail("nil Option")
+			o.Fail("nil Option")
 			continue
 		}
 		opt.apply(&o)

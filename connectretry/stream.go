@@ -38,7 +38,7 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 		mc := i.cfg.MethodConfig(spec.Procedure)
 		ctx, cancel := withTimeout(ctx, mc)
 		conn := next(ctx, spec)
-		if i.opts.disabled || mc == nil || mc.RetryPolicy == nil || spec.StreamType != connect.StreamTypeServer {
+		if i.opts.Disabled || mc == nil || mc.RetryPolicy == nil || spec.StreamType != connect.StreamTypeServer {
 			if cancel != nil {
 				return &cancelConn{StreamingClientConn: conn, cancel: cancel}
 			}

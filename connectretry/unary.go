@@ -44,7 +44,7 @@ func (i *Interceptor) unary(ctx context.Context, next connect.UnaryFunc, req con
 	if cancel != nil {
 		defer cancel()
 	}
-	if i.opts.disabled || mc == nil || (mc.RetryPolicy == nil && mc.HedgingPolicy == nil) {
+	if i.opts.Disabled || mc == nil || (mc.RetryPolicy == nil && mc.HedgingPolicy == nil) {
 		if n != nil {
 			*n = 1
 		}

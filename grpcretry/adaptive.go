@@ -96,7 +96,7 @@ func (c *Client) adaptive(t *target, p *policyEntry, mc *serviceconfig.MethodCon
 		return v.(*adaptiveMethod), nil
 	}
 	a := c.opts.adaptive
-	clk := c.opts.clock
+	clk := c.opts.Clock
 	if clk == nil {
 		clk = rebound.RealClock()
 	}
@@ -104,7 +104,7 @@ func (c *Client) adaptive(t *target, p *policyEntry, mc *serviceconfig.MethodCon
 	m.lat.init(a, clk.Now())
 	m.cap.init(a)
 	h, err := rebound.NewHedger(rebound.HedgePolicy{
-		MaxAttempts: mc.HedgingPolicy.Attempts(c.opts.maxAttempts),
+		MaxAttempts: mc.HedgingPolicy.Attempts(c.opts.MaxAttempts),
 		Delay:       m.fallback,
 		DelayFunc:   m.delay,
 	}, rebound.WithClassifier(rebound.Classify), rebound.WithClock(clk), rebound.WithBudget(&cappedBudget{throttle: t.throttle, cap: &m.cap}))

@@ -59,17 +59,17 @@ type policyEntry struct {
 // A nil cfg configures no policy: calls are made once.
 func New(cfg *serviceconfig.Config, opts ...Option) (*Client, error) {
 	o := buildOptions(opts)
-	if o.err != nil {
-		return nil, o.err
+	if o.Err != nil {
+		return nil, o.Err
 	}
 	if cfg == nil {
 		cfg = &serviceconfig.Config{}
 	}
-	rec, err := observe.New(o.meterProvider, o.logger, "github.com/rebound-go/rebound/grpcretry")
+	rec, err := observe.New(o.MeterProvider, o.Logger, "github.com/rebound-go/rebound/grpcretry")
 	if err != nil {
 		return nil, fmt.Errorf("grpcretry: WithMeterProvider: %w", err)
 	}
-	clock := o.clock
+	clock := o.Clock
 	if clock == nil {
 		clock = rebound.RealClock()
 	}
@@ -114,7 +114,7 @@ func (c *Client) DialOptions() []grpc.DialOption {
 		grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()),
 		grpc.WithChainStreamInterceptor(c.StreamClientInterceptor()),
 	}
-	if c.opts.meterProvider != nil {
+	if c.opts.MeterProvider != nil {
 		opts = append(opts, grpc.WithStatsHandler(transparentCounter{}))
 	}
 	return opts
@@ -141,8 +141,8 @@ func (c *Client) target(cc *grpc.ClientConn) *target {
 
 // serverName is the name throttling is kept under.
 func (c *Client) serverName(cc *grpc.ClientConn) string {
-	if c.opts.serverName != "" {
-		return c.opts.serverName
+	if c.opts.ServerName != "" {
+		return c.opts.ServerName
 	}
 	if cc == nil {
 		return ""
@@ -173,7 +173,7 @@ func (c *Client) policy(t *target, mc *serviceconfig.MethodConfig) *policyEntry 
 	}
 	e := &policyEntry{err: t.err}
 	if e.err == nil {
-		e.retry, e.hedge, e.err = a6.Strategies(mc, t.throttle, a6.Settings{MaxAttempts: c.opts.maxAttempts, Clock: c.opts.clock, Random: c.opts.random})
+		e.retry, e.hedge, e.err = a6.Strategies(mc, t.throttle, c.opts.Settings())
 	}
 	v, _ := t.policies.LoadOrStore(mc, e)
 	return v.(*policyEntry)

@@ -39,7 +39,7 @@ func (transparentCounter) HandleConn(context.Context, stats.ConnStats) {}
 // put in ctx for transparentCounter; otherwise nil, to be made at the first
 // failure, so that a call that succeeds at once allocates nothing for it.
 func (c *Client) callTracker(ctx context.Context) (context.Context, *observe.Tracker) {
-	if c.opts.meterProvider == nil {
+	if c.opts.MeterProvider == nil {
 		return ctx, nil
 	}
 	tr := new(observe.Tracker)

@@ -1,13 +1,12 @@
 package grpcretry
 
 import (
-	"fmt"
 	"log/slog"
 
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/serviceconfig"
+	"github.com/rebound-go/rebound/internal/a6"
 )
 
 // Option configures a [Client]. Options are applied in order; the first
@@ -25,37 +24,19 @@ const (
 	DefaultBufferPerRPC = 1 << 20
 )
 
+// options are the settings grpcretry shares with connectretry, and its own.
 type options struct {
-	maxAttempts   int
-	bufferTotal   int
-	bufferPerRPC  int
-	disabled      bool
-	serverName    string
-	clock         rebound.Clock
-	random        rebound.Random
-	adaptive      *AdaptiveHedging
-	meterProvider metric.MeterProvider
-	logger        *slog.Logger
-	err           error
-}
-
-func (o *options) fail(format string, args ...any) {
-	if o.err == nil {
-		o.err = fmt.Errorf("grpcretry: "+format, args...)
-	}
+	a6.Options
+	bufferTotal  int
+	bufferPerRPC int
+	adaptive     *AdaptiveHedging
 }
 
 // WithMaxAttempts sets the client-side maximum of attempts (A6 "Limits"):
 // a retryPolicy or hedgingPolicy that asks for more is held to n. The
 // default is 5. n must be >= 1.
 func WithMaxAttempts(n int) Option {
-	return optionFunc(func(o *options) {
-		if n < 1 {
-			o.fail("WithMaxAttempts: n must be >= 1, got %d", n)
-			return
-		}
-		o.maxAttempts = n
-	})
+	return optionFunc(func(o *options) { o.SetMaxAttempts(n) })
 }
 
 // WithBufferLimits sets the memory that may hold sent messages for replay
@@ -67,7 +48,7 @@ func WithMaxAttempts(n int) Option {
 func WithBufferLimits(total, perRPC int) Option {
 	return optionFunc(func(o *options) {
 		if total <= 0 || perRPC <= 0 || perRPC > total {
-			o.fail("WithBufferLimits: need 0 < perRPC <= total, got total %d, perRPC %d", total, perRPC)
+			o.Fail("WithBufferLimits: need 0 < perRPC <= total, got total %d, perRPC %d", total, perRPC)
 			return
 		}
 		o.bufferTotal, o.bufferPerRPC = total, perRPC
@@ -78,7 +59,7 @@ func WithBufferLimits(total, perRPC int) Option {
 // Retries"): every call is made once, as if no policy were configured.
 // grpc-go's transparent retries still happen below.
 func WithRetriesDisabled() Option {
-	return optionFunc(func(o *options) { o.disabled = true })
+	return optionFunc(func(o *options) { o.Disabled = true })
 }
 
 // WithServerName sets the server name that retry throttling is kept under.
@@ -87,46 +68,28 @@ func WithRetriesDisabled() Option {
 // process with the same server name and throttling config shares one
 // throttle.
 func WithServerName(name string) Option {
-	return optionFunc(func(o *options) {
-		if name == "" {
-			o.fail("WithServerName: name must not be empty")
-			return
-		}
-		o.serverName = name
-	})
+	return optionFunc(func(o *options) { o.SetServerName(name) })
 }
 
 // WithClock sets the clock that backoff and pushback delays wait on.
 func WithClock(c rebound.Clock) Option {
-	return optionFunc(func(o *options) {
-		if c == nil {
-			o.fail("WithClock: nil clock")
-			return
-		}
-		o.clock = c
-	})
+	return optionFunc(func(o *options) { o.SetClock(c) })
 }
 
 // WithRandom sets the source of backoff jitter.
 func WithRandom(r rebound.Random) Option {
-	return optionFunc(func(o *options) {
-		if r == nil {
-			o.fail("WithRandom: nil source")
-			return
-		}
-		o.random = r
-	})
+	return optionFunc(func(o *options) { o.SetRandom(r) })
 }
 
 func buildOptions(opts []Option) options {
 	o := options{
-		maxAttempts:  serviceconfig.DefaultMaxAttempts,
+		Options:      a6.NewOptions("grpcretry"),
 		bufferTotal:  DefaultBufferTotal,
 		bufferPerRPC: DefaultBufferPerRPC,
 	}
 	for _, opt := range opts {
 		if opt == nil {
-			o.fail("nil Option")
+			o.Fail("nil Option")
 			continue
 		}
 		opt.apply(&o)
@@ -141,7 +104,7 @@ func buildOptions(opts []Option) options {
 func WithAdaptiveHedging(a AdaptiveHedging) Option {
 	return optionFunc(func(o *options) {
 		if err := a.validate(); err != nil {
-			o.fail("WithAdaptiveHedging: %v", err)
+			o.Fail("WithAdaptiveHedging: %v", err)
 			return
 		}
 		o.adaptive = &a
@@ -156,13 +119,7 @@ func WithAdaptiveHedging(a AdaptiveHedging) Option {
 // grpc.client.call.retries_pushback_stopped. Transparent retries are
 // counted by a stats handler that [Client.DialOptions] then installs.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(o *options) {
-		if mp == nil {
-			o.fail("WithMeterProvider: nil MeterProvider")
-			return
-		}
-		o.meterProvider = mp
-	})
+	return optionFunc(func(o *options) { o.SetMeterProvider(mp) })
 }
 
 // WithLogger writes one debug record per decision to l: a retry scheduled
@@ -171,11 +128,5 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // pushback, committed, deadline). Nothing is logged unless l is enabled at
 // slog.LevelDebug.
 func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(o *options) {
-		if l == nil {
-			o.fail("WithLogger: nil Logger")
-			return
-		}
-		o.logger = l
-	})
+	return optionFunc(func(o *options) { o.SetLogger(l) })
 }

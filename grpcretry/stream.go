@@ -68,7 +68,7 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	n := attemptsOut(opts)
 	mc := c.cfg.MethodConfig(method)
 	callCtx, cancel, opts := callSettings(ctx, mc, opts)
-	if c.opts.disabled || mc == nil || (mc.RetryPolicy == nil && mc.HedgingPolicy == nil) {
+	if c.opts.Disabled || mc == nil || (mc.RetryPolicy == nil && mc.HedgingPolicy == nil) {
 		return once(callCtx, callCtx != ctx, cancel, n, desc, cc, method, streamer, opts)
 	}
 	t := c.target(cc)

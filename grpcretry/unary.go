@@ -43,7 +43,7 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	mc := c.cfg.MethodConfig(method)
 	ctx, cancel, opts := callSettings(ctx, mc, opts)
 	defer cancel()
-	if c.opts.disabled || mc == nil || (mc.RetryPolicy == nil && mc.HedgingPolicy == nil) {
+	if c.opts.Disabled || mc == nil || (mc.RetryPolicy == nil && mc.HedgingPolicy == nil) {
 		if n != nil {
 			*n = 1
 		}
