@@ -1,9 +1,7 @@
 package grpcretry
 
 import (
-	"strconv"
-	"strings"
-
+	"github.com/rebound-go/rebound/internal/a6"
 	"google.golang.org/grpc/status"
 )
 
@@ -25,21 +23,7 @@ type Error struct {
 
 // Error returns the status error's text followed by the retry summary.
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.Err.Error())
-	b.WriteString(" (grpcretry: ")
-	b.WriteString(strconv.Itoa(e.Attempts))
-	if e.Attempts == 1 {
-		b.WriteString(" attempt")
-	} else {
-		b.WriteString(" attempts")
-	}
-	if e.Reason != nil {
-		b.WriteString(", ")
-		b.WriteString(strings.TrimPrefix(e.Reason.Error(), "rebound: "))
-	}
-	b.WriteString(")")
-	return b.String()
+	return a6.ErrorText("grpcretry", e.Err, e.Attempts, e.Reason)
 }
 
 // GRPCStatus returns the last attempt's status.

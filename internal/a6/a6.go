@@ -4,6 +4,8 @@
 package a6
 
 import (
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -155,4 +157,27 @@ func Strategies(mc *serviceconfig.MethodConfig, throttle *rebound.Throttle, s Se
 		return nil, h, err
 	}
 	return nil, nil, nil
+}
+
+// ErrorText is the text of a front door's error when retrying stopped: the
+// last attempt's error followed by a summary, like
+// "unavailable: busy (grpcretry: 3 attempts, attempts exhausted)".
+func ErrorText(pkg string, last error, attempts int, reason error) string {
+	var b strings.Builder
+	b.WriteString(last.Error())
+	b.WriteString(" (")
+	b.WriteString(pkg)
+	b.WriteString(": ")
+	b.WriteString(strconv.Itoa(attempts))
+	if attempts == 1 {
+		b.WriteString(" attempt")
+	} else {
+		b.WriteString(" attempts")
+	}
+	if reason != nil {
+		b.WriteString(", ")
+		b.WriteString(strings.TrimPrefix(reason.Error(), "rebound: "))
+	}
+	b.WriteString(")")
+	return b.String()
 }
