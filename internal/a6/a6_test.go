@@ -1,6 +1,7 @@
 package a6
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -95,12 +96,14 @@ func TestInfo(t *testing.T) {
 
 func TestThrottleSharedPerServerName(t *testing.T) {
 	cfg := &serviceconfig.RetryThrottling{MaxTokens: 10, TokenRatio: 0.5466, TokenRatioMilli: 546}
-	a, err := Throttle("a6-test:1", cfg)
+	// Throttles live for the process: fresh names keep -count=N runs apart.
+	name := fmt.Sprint("a6-test-", time.Now().UnixNano())
+	a, err := Throttle(name+":1", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := Throttle("a6-test:1", cfg)
-	c, _ := Throttle("a6-test:2", cfg)
+	b, _ := Throttle(name+":1", cfg)
+	c, _ := Throttle(name+":2", cfg)
 	if a != b || a == c {
 		t.Fatal("throttles are not shared per server name")
 	}
