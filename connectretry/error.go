@@ -6,9 +6,10 @@ import (
 	"maps"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"connectrpc.com/connect"
+
+	"github.com/rebound-go/rebound/internal/a6"
 )
 
 // Error tells why a call that a retry or hedging policy governed failed. The
@@ -36,21 +37,7 @@ type Error struct {
 // summary, like "unavailable: busy (connectretry: 3 attempts, attempts
 // exhausted)".
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.Err.Error())
-	b.WriteString(" (connectretry: ")
-	b.WriteString(strconv.Itoa(e.Attempts))
-	if e.Attempts == 1 {
-		b.WriteString(" attempt")
-	} else {
-		b.WriteString(" attempts")
-	}
-	if e.Reason != nil {
-		b.WriteString(", ")
-		b.WriteString(strings.TrimPrefix(e.Reason.Error(), "rebound: "))
-	}
-	b.WriteString(")")
-	return b.String()
+	return a6.ErrorText("connectretry", e.Err, e.Attempts, e.Reason)
 }
 
 // Unwrap returns the last attempt's error and the reason.
