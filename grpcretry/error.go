@@ -1,8 +1,9 @@
 package grpcretry
 
 import (
-	"github.com/rebound-go/rebound/internal/a6"
 	"google.golang.org/grpc/status"
+
+	"github.com/rebound-go/rebound/internal/a6"
 )
 
 // Error is returned by a call that a retry or hedging policy governed and
