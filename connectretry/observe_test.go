@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rebound-go/rebound/internal/observe/observetest"
-
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -24,6 +22,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/connectretry"
 	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/observe/observetest"
 )
 
 // totalSleep is the sum of the delays the clock was asked to wait.

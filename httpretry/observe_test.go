@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rebound-go/rebound/internal/observe/observetest"
-
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -22,6 +20,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/httpretry"
 	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/observe/observetest"
 )
 
 // stepServer is a server whose handler a test replaces step by step;
