@@ -394,15 +394,7 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func TestHedgeFatalCancelsAll(t *testing.T) {
-	s := newScript(t)
-	srv := grpctest.Start(t, s.handlers())
-	cfg := hedgeConfig(t, 3, "0.1s", throttling)
-	cc, clk := hedgeClient(t, srv, cfg, nil)
-	p := start(t, context.Background(), cc, new(testpb.SimpleResponse))
-	s.expect("start 1")
-	clk.WaitCreated(1)
-	clk.Advance(100 * time.Millisecond)
-	s.expect("start 2")
+	s, srv, cfg, clk, p := twoHedges(t)
 	s.answer(2, verdict{err: status.Error(codes.InvalidArgument, "bad"), trailer: metadata.Pairs("why", "bad")})
 	s.expect("cancel 1")
 	p.check(codes.InvalidArgument, rebound.ErrNotRetryable, 2)
@@ -418,15 +410,7 @@ func TestHedgeFatalCancelsAll(t *testing.T) {
 }
 
 func TestHedgePushbackStop(t *testing.T) {
-	s := newScript(t)
-	srv := grpctest.Start(t, s.handlers())
-	cfg := hedgeConfig(t, 3, "0.1s", throttling)
-	cc, clk := hedgeClient(t, srv, cfg, nil)
-	p := start(t, context.Background(), cc, new(testpb.SimpleResponse))
-	s.expect("start 1")
-	clk.WaitCreated(1)
-	clk.Advance(100 * time.Millisecond)
-	s.expect("start 2")
+	s, srv, cfg, clk, p := twoHedges(t)
 	s.answer(2, pushbackVerdict(codes.Unavailable, "-1"))
 	// No further hedge: the timer goes; attempt 1 runs on.
 	if !clk.WaitPending(0) {
@@ -441,15 +425,7 @@ func TestHedgePushbackStop(t *testing.T) {
 }
 
 func TestHedgeFatalPushbackStopCancelsAll(t *testing.T) {
-	s := newScript(t)
-	srv := grpctest.Start(t, s.handlers())
-	cfg := hedgeConfig(t, 3, "0.1s", throttling)
-	cc, clk := hedgeClient(t, srv, cfg, nil)
-	p := start(t, context.Background(), cc, new(testpb.SimpleResponse))
-	s.expect("start 1")
-	clk.WaitCreated(1)
-	clk.Advance(100 * time.Millisecond)
-	s.expect("start 2")
+	s, srv, cfg, _, p := twoHedges(t)
 	s.answer(2, pushbackVerdict(codes.PermissionDenied, "-1"))
 	s.expect("cancel 1")
 	p.check(codes.PermissionDenied, rebound.ErrPushback, 2)
@@ -660,4 +636,20 @@ func TestHedgeRetriesDisabled(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || n != 1 || srv.Count(grpctest.UnaryCall) != 1 {
 		t.Fatalf("%v after %d attempts, want one", err, n)
 	}
+}
+
+// twoHedges starts a call under a 3-attempt, 100ms hedging policy with
+// throttling and runs it until its second attempt has started.
+func twoHedges(t *testing.T) (*script, *grpctest.Server, *serviceconfig.Config, *clocktest.Clock, *pending) {
+	t.Helper()
+	s := newScript(t)
+	srv := grpctest.Start(t, s.handlers())
+	cfg := hedgeConfig(t, 3, "0.1s", throttling)
+	cc, clk := hedgeClient(t, srv, cfg, nil)
+	p := start(t, context.Background(), cc, new(testpb.SimpleResponse))
+	s.expect("start 1")
+	clk.WaitCreated(1)
+	clk.Advance(100 * time.Millisecond)
+	s.expect("start 2")
+	return s, srv, cfg, clk, p
 }
