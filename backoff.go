@@ -14,7 +14,9 @@ import (
 type Backoff struct {
 	// Initial is the ceiling of the first retry's delay. Must be > 0.
 	Initial time.Duration
-	// Max caps every ceiling. Must be >= Initial.
+	// Max caps every ceiling, the first retry's too: A6 waits
+	// random(0, min(Initial*Multiplier^(n-1), Max)) before retry n, so a Max
+	// below Initial caps every delay at Max. Must be > 0.
 	Max time.Duration
 	// Multiplier grows the ceiling per retry. Must be > 0.
 	Multiplier float64
@@ -34,8 +36,8 @@ func (b Backoff) Validate() error {
 	switch {
 	case b.Initial <= 0:
 		return fmt.Errorf("rebound: Backoff.Initial must be > 0, got %v", b.Initial)
-	case b.Max < b.Initial:
-		return fmt.Errorf("rebound: Backoff.Max (%v) must be >= Backoff.Initial (%v)", b.Max, b.Initial)
+	case b.Max <= 0:
+		return fmt.Errorf("rebound: Backoff.Max must be > 0, got %v", b.Max)
 	case !(b.Multiplier > 0) || math.IsInf(b.Multiplier, 0):
 		return fmt.Errorf("rebound: Backoff.Multiplier must be a finite number > 0, got %v", b.Multiplier)
 	case !(b.Proportional >= 0 && b.Proportional <= 1):

@@ -32,6 +32,14 @@ func TestBackoffCeiling(t *testing.T) {
 	if got := shrinking.Ceiling(3); got != 250*time.Millisecond {
 		t.Errorf("multiplier 0.5: Ceiling(3) = %v, want 250ms", got)
 	}
+	// A6: min(initial*multiplier^(n-1), max) caps the first retry too when
+	// max is below initial.
+	capped := rebound.Backoff{Initial: 2 * time.Second, Max: 50 * time.Millisecond, Multiplier: 2}
+	for retry := 1; retry <= 4; retry++ {
+		if got := capped.Ceiling(retry); got != 50*time.Millisecond {
+			t.Errorf("max below initial: Ceiling(%d) = %v, want 50ms", retry, got)
+		}
+	}
 }
 
 func TestBackoffDelayBounds(t *testing.T) {
@@ -71,7 +79,8 @@ func TestBackoffValidate(t *testing.T) {
 		{"default", rebound.DefaultBackoff, true},
 		{"zero", rebound.Backoff{}, false},
 		{"negative initial", rebound.Backoff{Initial: -1, Max: time.Second, Multiplier: 2}, false},
-		{"max below initial", rebound.Backoff{Initial: time.Second, Max: time.Millisecond, Multiplier: 2}, false},
+		{"max below initial", rebound.Backoff{Initial: time.Second, Max: time.Millisecond, Multiplier: 2}, true},
+		{"zero max", rebound.Backoff{Initial: time.Second, Max: 0, Multiplier: 2}, false},
 		{"zero multiplier", rebound.Backoff{Initial: 1, Max: 1, Multiplier: 0}, false},
 		{"NaN multiplier", rebound.Backoff{Initial: 1, Max: 1, Multiplier: math.NaN()}, false},
 		{"Inf multiplier", rebound.Backoff{Initial: 1, Max: 1, Multiplier: math.Inf(1)}, false},

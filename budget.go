@@ -31,8 +31,11 @@ const milli = 1000
 type ThrottleConfig struct {
 	// MaxTokens is where token_count starts and its cap, in (0, 1000].
 	MaxTokens int
-	// TokenRatio is added to token_count per success; must be > 0. Decimal
-	// places beyond the third are ignored (0.5466 counts as 0.546).
+	// TokenRatio is added to token_count per success. Decimal places
+	// beyond the third are ignored (0.5466 counts as 0.546), as A6 says, so
+	// a ratio below 0.001 adds nothing: successes then never refill the
+	// throttle. A ratio above MaxTokens refills it completely, as MaxTokens
+	// would. It must not be negative or NaN.
 	TokenRatio float64
 }
 
@@ -50,38 +53,36 @@ type Throttle struct {
 }
 
 // NewThrottle returns a full Throttle, or an error naming the bad field.
+// Every config that package serviceconfig parses makes a Throttle.
 func NewThrottle(c ThrottleConfig) (*Throttle, error) {
 	if c.MaxTokens <= 0 || c.MaxTokens > 1000 {
 		return nil, fmt.Errorf("rebound: ThrottleConfig.MaxTokens must be in (0, 1000], got %d", c.MaxTokens)
 	}
-	ratio, err := truncMilli(c.TokenRatio)
-	if err != nil {
-		return nil, err
+	if !(c.TokenRatio >= 0) {
+		return nil, fmt.Errorf("rebound: ThrottleConfig.TokenRatio must be >= 0, got %v", c.TokenRatio)
 	}
 	t := &Throttle{
 		max:       int64(c.MaxTokens) * milli,
 		threshold: int64(c.MaxTokens) * milli / 2,
-		ratio:     ratio,
+	}
+	t.ratio = t.max
+	if c.TokenRatio < float64(c.MaxTokens) {
+		t.ratio = truncMilli(c.TokenRatio)
 	}
 	t.tokens.Store(t.max)
 	return t, nil
 }
 
-// truncMilli returns r in thousandths, truncating further decimals of its
-// shortest decimal form (so 0.29 is 290, not 289 from float error).
-func truncMilli(r float64) (int64, error) {
-	if !(r > 0) || r > 1e12 {
-		return 0, fmt.Errorf("rebound: ThrottleConfig.TokenRatio must be in (0, 1e12], got %v", r)
-	}
+// truncMilli returns r, in [0, 1000), in thousandths, truncating further
+// decimals of its shortest decimal form (so 0.29 is 290, not 289 from
+// float error).
+func truncMilli(r float64) int64 {
 	s := strconv.FormatFloat(r, 'f', -1, 64)
 	whole, frac, _ := strings.Cut(s, ".")
 	frac = (frac + "000")[:3]
-	w, err := strconv.ParseInt(whole, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("rebound: ThrottleConfig.TokenRatio: %v", err)
-	}
+	w, _ := strconv.ParseInt(whole, 10, 64)
 	f, _ := strconv.ParseInt(frac, 10, 64)
-	return w*milli + f, nil
+	return w*milli + f
 }
 
 // RecordFailure takes one token, not going below 0.

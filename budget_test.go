@@ -3,6 +3,7 @@ package rebound_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 
@@ -63,7 +64,10 @@ func TestThrottleRatioDecimals(t *testing.T) {
 		ratio float64
 		gain  int64
 	}{
-		{0.5466, 546}, {0.1, 100}, {0.29, 290}, {0.001, 1}, {0.0009, 0}, {1, 1000}, {2.5, 2500},
+		{0.5466, 546}, {0.1, 100}, {0.29, 290}, {0.001, 1}, {0.0009, 0}, {0.0001, 0}, {0, 0},
+		{1, 1000}, {2.5, 2500},
+		// Above MaxTokens a success refills completely: clamped, not refused.
+		{1e13, 3000}, {math.MaxFloat64, 3000}, {math.Inf(1), 3000},
 	} {
 		th, err := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 100, TokenRatio: tc.ratio})
 		if err != nil {
@@ -102,8 +106,8 @@ func TestNewThrottleRejects(t *testing.T) {
 		{MaxTokens: 0, TokenRatio: 1},
 		{MaxTokens: 1001, TokenRatio: 1},
 		{MaxTokens: -5, TokenRatio: 1},
-		{MaxTokens: 10, TokenRatio: 0},
 		{MaxTokens: 10, TokenRatio: -0.1},
+		{MaxTokens: 10, TokenRatio: math.NaN()},
 	} {
 		if _, err := rebound.NewThrottle(c); err == nil {
 			t.Errorf("NewThrottle(%+v) = nil error", c)

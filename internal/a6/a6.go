@@ -67,9 +67,11 @@ func parseInt32(s string) (int64, bool) {
 	return n, true
 }
 
-// Backoff converts a parsed retryPolicy's backoff.
+// Backoff converts a parsed retryPolicy's backoff. maxBackoff caps every
+// delay, the first included, even below initialBackoff (A6 "Exponential
+// Backoff": random(0, min(initialBackoff*multiplier^(n-1), maxBackoff))).
 func Backoff(p *serviceconfig.RetryPolicy) rebound.Backoff {
-	return rebound.Backoff{Initial: p.InitialBackoff, Max: max(p.MaxBackoff, p.InitialBackoff), Multiplier: p.BackoffMultiplier}
+	return rebound.Backoff{Initial: p.InitialBackoff, Max: p.MaxBackoff, Multiplier: p.BackoffMultiplier}
 }
 
 // Info classifies a failed attempt: retryable says its code is in the
@@ -102,8 +104,10 @@ var throttles sync.Map // throttleKey -> *rebound.Throttle
 // Throttle returns the process-wide throttle of a server name, made on first
 // use: A6 throttles per server name, so every client of the process that
 // targets the same name shares it. Configs that differ get their own. A nil
-// t returns nil (no throttling); an invalid t (possible only when built by
-// hand) an error.
+// t returns nil (no throttling). Every config that serviceconfig.Parse
+// accepts makes a throttle (a tokenRatio that truncates to 0.000 never
+// refills it; one above maxTokens refills it at once); only a t built by
+// hand with maxTokens outside (0, 1000] gives an error.
 func Throttle(server string, t *serviceconfig.RetryThrottling) (*rebound.Throttle, error) {
 	if t == nil {
 		return nil, nil

@@ -119,3 +119,33 @@ func TestThrottleSharedPerServerName(t *testing.T) {
 		t.Fatal("invalid config accepted")
 	}
 }
+
+// FuzzParsedConfigsBuild checks that no config serviceconfig.Parse accepts
+// can fail a call: its throttle and every method's strategy are made.
+func FuzzParsedConfigsBuild(f *testing.F) {
+	for _, s := range []string{
+		`{"retryThrottling":{"maxTokens":10,"tokenRatio":0.0001}}`,
+		`{"retryThrottling":{"maxTokens":10,"tokenRatio":1e13}}`,
+		`{"retryThrottling":{"maxTokens":1000,"tokenRatio":1e308}}`,
+		`{"methodConfig":[{"name":[{}],"retryPolicy":{"maxAttempts":3,"initialBackoff":"2s","maxBackoff":"0.05s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}`,
+		`{"methodConfig":[{"name":[{}],"retryPolicy":{"maxAttempts":99999999999999999999,"initialBackoff":"315576000000s","maxBackoff":"0.000000001s","backoffMultiplier":1e308,"retryableStatusCodes":[14]}}]}`,
+		`{"methodConfig":[{"name":[{}],"hedgingPolicy":{"maxAttempts":5,"hedgingDelay":"0s"}}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := serviceconfig.Parse(data)
+		if err != nil {
+			return
+		}
+		th, err := Throttle("fuzz", cfg.RetryThrottling)
+		if err != nil {
+			t.Fatalf("parsed retryThrottling makes no throttle: %v", err)
+		}
+		for i := range cfg.MethodConfigs {
+			if _, _, err := Strategies(&cfg.MethodConfigs[i], th, Settings{}); err != nil {
+				t.Fatalf("methodConfig[%d] makes no strategy: %v", i, err)
+			}
+		}
+	})
+}
