@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/connectretry"
@@ -55,6 +56,52 @@ func TestThrottleFromAnyParsedRatio(t *testing.T) {
 			}
 			if got := srv.count(unary); got != 2 {
 				t.Fatalf("server saw %d attempts, want 2", got)
+			}
+		})
+	}
+}
+
+// A call cancelled while it waits between attempts ends with
+// connect.CodeCanceled, not the last attempt's code; its error still counts
+// the attempts.
+func TestCancelledDuringBackoff(t *testing.T) {
+	cfg := retryConfig(t, 4, `"UNAVAILABLE"`, "")
+	for _, kind := range []string{"unary", "server stream"} {
+		t.Run(kind, func(t *testing.T) {
+			srv := startServer(t, handlers{
+				unary:        failFirst(100, connect.CodeUnavailable).unary,
+				serverStream: streamFailFirst(100, connect.CodeUnavailable).serverStream,
+			}, true)
+			clk := clocktest.New()
+			i, err := connectretry.New(cfg, connectretry.WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := newClients(srv, protocols[0], i)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				if clk.WaitPending(1) { // the first backoff has started
+					cancel()
+				}
+			}()
+			if kind == "unary" {
+				_, err = call(ctx, c.unary, "x")
+			} else {
+				var st *connect.ServerStreamForClient[msg]
+				if st, err = c.serverStream.CallServerStream(ctx, connect.NewRequest(wrapperspb.String("m"))); err == nil {
+					for st.Receive() {
+					}
+					err = st.Err()
+					st.Close()
+				}
+			}
+			if connect.CodeOf(err) != connect.CodeCanceled || !errors.Is(err, context.Canceled) {
+				t.Fatalf("err = %v, want canceled with context.Canceled", err)
+			}
+			var re *connectretry.Error
+			if !errors.As(err, &re) || re.Attempts != 1 {
+				t.Fatalf("err = %#v, want a *connectretry.Error after 1 attempt", err)
 			}
 		})
 	}

@@ -270,7 +270,9 @@ func giveUp(ctx context.Context, err error) error {
 	if errors.As(last, &ae) {
 		last = ae.err
 	}
-	if last == nil {
+	if last == nil || ctx.Err() != nil && re.Reason == context.Cause(ctx) {
+		// The caller's context ended the call, perhaps while it waited
+		// between attempts: its code is the call's.
 		last = contextError(ctx)
 	}
 	return (&Error{Err: last, Attempts: re.Attempts, Reason: re.Reason}).connectError()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
@@ -71,6 +72,51 @@ func TestThrottleFromAnyParsedRatio(t *testing.T) {
 			}
 			if got := srv.Count(grpctest.UnaryCall); got != 2 {
 				t.Fatalf("server saw %d attempts, want 2", got)
+			}
+		})
+	}
+}
+
+// A call cancelled while it waits between attempts ends CANCELLED, as in
+// grpc-go, not with the last attempt's status; its error still counts the
+// attempts.
+func TestCancelledDuringBackoff(t *testing.T) {
+	cfg := retryConfig(t, 4, `"UNAVAILABLE"`, "")
+	for _, kind := range []string{"unary", "server stream"} {
+		t.Run(kind, func(t *testing.T) {
+			srv := grpctest.Start(t, grpctest.Handlers{
+				Unary: failFirst(100, codes.Unavailable).Unary,
+				ServerStream: func(int, *testpb.StreamingOutputCallRequest, grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+					return status.Error(codes.Unavailable, "down")
+				},
+			})
+			clk := clocktest.New()
+			c, err := grpcretry.New(cfg, grpcretry.WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				if clk.WaitPending(1) { // the first backoff has started
+					cancel()
+				}
+			}()
+			if kind == "unary" {
+				_, err = tc.UnaryCall(ctx, grpctest.Request("x"))
+			} else {
+				var st grpc.ServerStreamingClient[testpb.StreamingOutputCallResponse]
+				if st, err = tc.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{}); err == nil {
+					_, err = st.Recv()
+				}
+			}
+			if status.Code(err) != codes.Canceled || !errors.Is(err, context.Canceled) {
+				t.Fatalf("err = %v, want CANCELLED with context.Canceled", err)
+			}
+			var re *grpcretry.Error
+			if !errors.As(err, &re) || re.Attempts != 1 {
+				t.Fatalf("err = %#v, want a *grpcretry.Error after 1 attempt", err)
 			}
 		})
 	}

@@ -192,7 +192,6 @@ type state struct {
 	live      []*attempt // attempts open and not judged: one at most without hedging
 	opening   []*attempt // hedging: attempts grpc-go is opening
 	last      *attempt   // the attempt whose result the call ended with
-	lastErr   error      // the status of the latest attempt that failed
 	attempts  int
 	tok       rebound.Token // retry: the token of the attempt in flight or next
 	opened    bool          // an attempt has been put in flight

@@ -289,7 +289,7 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 	}
 	s.live = slices.DeleteFunc(s.live, func(o *attempt) bool { return o == a })
 	a.broken = true // it has ended: nothing more is sent on it
-	s.last, s.lastErr = a, err
+	s.last = a
 	committed := headers || s.committed
 	tok := s.tok
 	s.mu.Unlock()
@@ -356,15 +356,11 @@ func (s *clientStream) succeeded(a *attempt) {
 	s.finish(a, io.EOF, nil)
 }
 
-// abort ends the call when the caller's context ends.
+// abort ends the call when the caller's context ends, with the context's
+// status, as in grpc-go: also between attempts, when the last attempt's
+// status is known but the call would have gone on.
 func (s *clientStream) abort() {
-	s.mu.Lock()
-	err := s.lastErr
-	if err == nil || s.current() != nil || len(s.live) > 0 {
-		err = status.FromContextError(s.parent.Err()).Err()
-	}
-	s.mu.Unlock()
-	s.finish(nil, err, context.Cause(s.parent))
+	s.finish(nil, status.FromContextError(s.parent.Err()).Err(), context.Cause(s.parent))
 }
 
 // finish ends the call with err (io.EOF for success) and the reason

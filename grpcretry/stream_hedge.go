@@ -113,7 +113,7 @@ func (s *clientStream) hedgeLoop() {
 				return
 			}
 			a.judged = true
-			s.last, s.lastErr = a, err
+			s.last = a
 			s.cond.Broadcast()
 			s.mu.Unlock()
 			last, lastErr = a, err

@@ -181,7 +181,9 @@ func (u *unaryCall) result(ctx context.Context, err error) error {
 		return err
 	}
 	last := u.last
-	if last == nil {
+	if last == nil || ctx.Err() != nil && re.Reason == context.Cause(ctx) {
+		// The caller's context ended the call, perhaps while it waited
+		// between attempts: its status is the call's, as in grpc-go.
 		last = status.FromContextError(ctx.Err()).Err()
 	}
 	return &Error{Err: last, Attempts: re.Attempts, Reason: re.Reason}
