@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,6 +103,109 @@ func TestCancelledDuringBackoff(t *testing.T) {
 			var re *connectretry.Error
 			if !errors.As(err, &re) || re.Attempts != 1 {
 				t.Fatalf("err = %#v, want a *connectretry.Error after 1 attempt", err)
+			}
+		})
+	}
+}
+
+// A6 "Throttling": every outgoing RPC of a server name affects its
+// token_count, whatever its method: successes of methods without a policy
+// refill the throttle; their failures take a token only when pushback said
+// not to retry.
+func TestThrottleCountsCallsWithoutPolicy(t *testing.T) {
+	for _, unpoliced := range []string{"unary", "server stream"} {
+		t.Run(unpoliced, func(t *testing.T) {
+			var fail, pushback atomic.Bool // how the method without a policy answers
+			answer := func() *connect.Error {
+				if !fail.Load() {
+					return nil
+				}
+				ce := connect.NewError(connect.CodeUnavailable, errors.New("down"))
+				if pushback.Load() {
+					ce.Meta().Set("grpc-retry-pushback-ms", "-1")
+				}
+				return ce
+			}
+			down := connect.NewError(connect.CodeUnavailable, errors.New("down"))
+			srv := startServer(t, handlers{
+				unary: func(_ context.Context, _ int, req *request) (*connect.Response[msg], error) {
+					if unpoliced != "unary" {
+						return nil, down
+					}
+					if ce := answer(); ce != nil {
+						return nil, ce
+					}
+					return connect.NewResponse(wrapperspb.String("ok")), nil
+				},
+				serverStream: func(_ context.Context, _ int, _ *request, st *connect.ServerStream[msg]) error {
+					if unpoliced != "server stream" {
+						return down
+					}
+					if ce := answer(); ce != nil {
+						return ce
+					}
+					return st.Send(wrapperspb.String("ok"))
+				},
+			}, true)
+			method, policed := "ServerStream", serverStream
+			if unpoliced != "unary" {
+				method, policed = "Unary", unary
+			}
+			cfg := parse(t, fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q,"method":%q}],"retryPolicy":{
+				"maxAttempts":2,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,
+				"retryableStatusCodes":["UNAVAILABLE"]}}],
+				"retryThrottling":{"maxTokens":10,"tokenRatio":1}}`, service, method))
+			c, _ := dial(t, srv, protocols[0], cfg, connectretry.WithServerName(t.Name()))
+			stream := func() {
+				st, err := c.serverStream.CallServerStream(context.Background(), connect.NewRequest(wrapperspb.String("m")))
+				if err == nil {
+					for st.Receive() {
+					}
+					st.Close()
+				}
+			}
+			callPoliced := func() int { // the attempts the server saw
+				before := srv.count(policed)
+				if policed == unary {
+					_, _ = call(context.Background(), c.unary, "x")
+				} else {
+					stream()
+				}
+				return srv.count(policed) - before
+			}
+			callUnpoliced := func() {
+				if unpoliced == "unary" {
+					_, _ = call(context.Background(), c.unary, "x")
+				} else {
+					stream()
+				}
+			}
+			for _, want := range []int{2, 2, 1} { // 10 tokens down to 5
+				if got := callPoliced(); got != want {
+					t.Fatalf("draining the throttle: a call made %d attempts, want %d", got, want)
+				}
+			}
+			callUnpoliced() // each success adds 1: 7 tokens
+			callUnpoliced()
+			if got := callPoliced(); got != 2 {
+				t.Fatalf("after successes without a policy, a call made %d attempts, want 2 (retried)", got)
+			}
+			for range 5 { // 5 tokens, refilled to 10
+				callUnpoliced()
+			}
+			fail.Store(true)
+			for range 5 {
+				callUnpoliced() // no pushback: not a failure for A6
+			}
+			if got := callPoliced(); got != 2 {
+				t.Fatalf("after failures without pushback, a call made %d attempts, want 2", got)
+			}
+			pushback.Store(true) // 8 tokens: three stops leave 5
+			for range 3 {
+				callUnpoliced()
+			}
+			if got := callPoliced(); got != 1 {
+				t.Fatalf("after pushback stops, a call made %d attempts, want 1 (throttled)", got)
 			}
 		})
 	}

@@ -39,8 +39,12 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 		ctx, cancel := withTimeout(ctx, mc)
 		conn := next(ctx, spec)
 		if i.opts.Disabled || mc == nil || mc.RetryPolicy == nil || spec.StreamType != connect.StreamTypeServer {
-			if cancel != nil {
-				return &cancelConn{StreamingClientConn: conn, cancel: cancel}
+			var th *rebound.Throttle
+			if i.countsUnpoliced() {
+				th = i.target(conn.Peer().Addr).throttle
+			}
+			if cancel != nil || th != nil {
+				return &onceConn{StreamingClientConn: conn, cancel: cancel, throttle: th}
 			}
 			return conn
 		}
@@ -227,16 +231,35 @@ func (s *serverStream) CloseResponse() error {
 	return err
 }
 
-// cancelConn releases the method timeout of a stream that is not retried
-// when its response is closed.
-type cancelConn struct {
+// onceConn is a stream that is not retried but must see its end: to
+// release the method timeout when its response is closed, or to count the
+// call against the throttle when it ends (see countUnpoliced).
+type onceConn struct {
 	connect.StreamingClientConn
-	cancel context.CancelFunc
+	cancel   context.CancelFunc // nil without a method timeout
+	throttle *rebound.Throttle  // nil when not counted
+	counted  sync.Once
 }
 
-func (c *cancelConn) CloseResponse() error {
+func (c *onceConn) Receive(m any) error {
+	err := c.StreamingClientConn.Receive(m)
+	if err != nil && c.throttle != nil {
+		c.counted.Do(func() {
+			failure := err
+			if errors.Is(err, io.EOF) {
+				failure = nil // the stream ended OK
+			}
+			countUnpoliced(c.throttle, failure, c.ResponseTrailer())
+		})
+	}
+	return err
+}
+
+func (c *onceConn) CloseResponse() error {
 	err := c.StreamingClientConn.CloseResponse()
-	c.cancel()
+	if c.cancel != nil {
+		c.cancel()
+	}
 	return err
 }
 

@@ -48,7 +48,12 @@ func (i *Interceptor) unary(ctx context.Context, next connect.UnaryFunc, req con
 		if n != nil {
 			*n = 1
 		}
-		return next(ctx, req)
+		if !i.countsUnpoliced() {
+			return next(ctx, req)
+		}
+		resp, err := next(ctx, req)
+		countUnpoliced(i.target(req.Peer().Addr).throttle, err, nil)
+		return resp, err
 	}
 	t := i.target(req.Peer().Addr)
 	p := i.policy(t, mc)
@@ -123,6 +128,32 @@ func (u *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
 		return nil, ae
 	}
 	return resp, nil
+}
+
+// countsUnpoliced reports whether calls that no policy governs count
+// against a throttle.
+func (i *Interceptor) countsUnpoliced() bool {
+	return i.cfg != nil && i.cfg.RetryThrottling != nil && !i.opts.Disabled
+}
+
+// countUnpoliced counts a call that no policy governed against its server
+// name's throttle (see a6.CountUnpoliced). Connect puts a failed call's
+// trailers in its error's metadata; trailer holds them otherwise, for a
+// stream whose error does not carry them.
+func countUnpoliced(th *rebound.Throttle, err error, trailer http.Header) {
+	if th == nil {
+		return
+	}
+	var pushback []string
+	if err != nil {
+		if ce := new(connect.Error); errors.As(err, &ce) {
+			pushback = ce.Meta()[pushbackKey]
+		}
+		if pushback == nil {
+			pushback = trailer[pushbackKey]
+		}
+	}
+	a6.CountUnpoliced(th, err == nil, pushback)
 }
 
 // attemptRequest is the request of one attempt: the caller's, with a header

@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound"
@@ -117,6 +119,99 @@ func TestCancelledDuringBackoff(t *testing.T) {
 			var re *grpcretry.Error
 			if !errors.As(err, &re) || re.Attempts != 1 {
 				t.Fatalf("err = %#v, want a *grpcretry.Error after 1 attempt", err)
+			}
+		})
+	}
+}
+
+// A6 "Throttling": every outgoing RPC of a server name affects its
+// token_count, whatever its method. Successes of methods without a policy
+// refill the throttle, and their failures take a token only when pushback
+// said not to retry. Here UnaryCall has no policy and StreamingOutputCall
+// retries UNAVAILABLE, or the other way round.
+func TestThrottleCountsCallsWithoutPolicy(t *testing.T) {
+	for _, unpoliced := range []string{"unary", "server stream"} {
+		t.Run(unpoliced, func(t *testing.T) {
+			var fail, pushback atomic.Bool // how the method without a policy answers
+			answer := func(ctx context.Context) error {
+				if pushback.Load() {
+					grpc.SetTrailer(ctx, metadata.Pairs("grpc-retry-pushback-ms", "-1"))
+				}
+				if fail.Load() {
+					return status.Error(codes.Unavailable, "down")
+				}
+				return nil
+			}
+			policed := grpctest.UnaryCall
+			srv := grpctest.Start(t, grpctest.Handlers{
+				Unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+					if unpoliced == "unary" {
+						return &testpb.SimpleResponse{}, answer(ctx)
+					}
+					return nil, status.Error(codes.Unavailable, "down")
+				},
+				ServerStream: func(_ int, _ *testpb.StreamingOutputCallRequest, st grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+					if unpoliced == "server stream" {
+						return answer(st.Context())
+					}
+					return status.Error(codes.Unavailable, "down")
+				},
+			})
+			method := "UnaryCall"
+			if unpoliced == "unary" {
+				method, policed = "StreamingOutputCall", grpctest.StreamingOutputCall
+			}
+			cfg := parseConfig(t, fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q,"method":%q}],"retryPolicy":{
+				"maxAttempts":2,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,
+				"retryableStatusCodes":["UNAVAILABLE"]}}],
+				"retryThrottling":{"maxTokens":10,"tokenRatio":1}}`, grpctest.Service, method))
+			tc, _ := client(t, srv, cfg, grpcretry.WithServerName(t.Name()))
+			callPoliced := func() int { // the attempts the server saw
+				before := srv.Count(policed)
+				if policed == grpctest.UnaryCall {
+					_, _ = tc.UnaryCall(context.Background(), grpctest.Request("x"))
+				} else if st, err := tc.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{}); err == nil {
+					_, _ = st.Recv()
+				}
+				return srv.Count(policed) - before
+			}
+			callUnpoliced := func() {
+				if unpoliced == "unary" {
+					_, _ = tc.UnaryCall(context.Background(), grpctest.Request("x"))
+				} else if st, err := tc.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{}); err == nil {
+					_, _ = st.Recv()
+				}
+			}
+			// 10 tokens: two failed calls of two attempts each, then one
+			// attempt that leaves 5, the threshold.
+			for _, want := range []int{2, 2, 1} {
+				if got := callPoliced(); got != want {
+					t.Fatalf("draining the throttle: a call made %d attempts, want %d", got, want)
+				}
+			}
+			callUnpoliced() // each success adds 1: 7 tokens
+			callUnpoliced()
+			if got := callPoliced(); got != 2 {
+				t.Fatalf("after successes without a policy, a call made %d attempts, want 2 (retried)", got)
+			}
+			// 5 tokens. Refill to 10, then fail without a policy.
+			for range 5 {
+				callUnpoliced()
+			}
+			fail.Store(true)
+			for range 5 {
+				callUnpoliced() // no pushback: not a failure for A6
+			}
+			if got := callPoliced(); got != 2 {
+				t.Fatalf("after failures without pushback, a call made %d attempts, want 2", got)
+			}
+			// 8 tokens: three failures with pushback "stop" leave 5.
+			pushback.Store(true)
+			for range 3 {
+				callUnpoliced()
+			}
+			if got := callPoliced(); got != 1 {
+				t.Fatalf("after pushback stops, a call made %d attempts, want 1 (throttled)", got)
 			}
 		})
 	}

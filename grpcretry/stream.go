@@ -13,6 +13,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/grpcretry/distinct"
+	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -69,7 +70,11 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	mc := c.cfg.MethodConfig(method)
 	callCtx, cancel, opts := callSettings(ctx, mc, opts)
 	if c.opts.Disabled || mc == nil || (mc.RetryPolicy == nil && mc.HedgingPolicy == nil) {
-		return once(callCtx, callCtx != ctx, cancel, n, desc, cc, method, streamer, opts)
+		var th *rebound.Throttle
+		if c.cfg.RetryThrottling != nil && !c.opts.Disabled {
+			th = c.target(cc).throttle
+		}
+		return once(callCtx, callCtx != ctx, cancel, th, n, desc, cc, method, streamer, opts)
 	}
 	t := c.target(cc)
 	p := c.policy(t, mc)
@@ -91,7 +96,7 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		tok, err := p.retry.AcquireInitialToken(callCtx)
 		if err != nil || tok == nil {
 			s.cancelCtx()
-			return once(callCtx, callCtx != ctx, cancel, n, desc, cc, method, streamer, opts)
+			return once(callCtx, callCtx != ctx, cancel, nil, n, desc, cc, method, streamer, opts)
 		}
 		s.policy, s.tok, s.clock, s.codes = p.retry, tok, p.retry.Clock(), mc.RetryPolicy.RetryableStatusCodes
 	}
@@ -99,39 +104,63 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 }
 
 // once makes a call of a single attempt. timed says ctx carries the
-// method's timeout, which then ends with the stream.
-func once(ctx context.Context, timed bool, cancel context.CancelFunc, n *int, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
+// method's timeout, which then ends with the stream; th, when not nil, is
+// the throttle that counts the call when it ends (see a6.CountUnpoliced).
+func once(ctx context.Context, timed bool, cancel context.CancelFunc, th *rebound.Throttle, n *int, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
 	if n != nil {
 		*n = 1
 	}
 	cs, err := streamer(ctx, desc, cc, method, opts...)
-	if err != nil || !timed {
+	if err != nil {
 		cancel()
+		a6.CountUnpoliced(th, false, nil)
 		return cs, err
 	}
-	return &timedStream{ClientStream: cs, serverStreams: desc.ServerStreams, cancel: cancel}, nil
+	if !timed && th == nil {
+		cancel()
+		return cs, nil
+	}
+	if !timed {
+		cancel = nil
+	}
+	return &onceStream{ClientStream: cs, serverStreams: desc.ServerStreams, cancel: cancel, throttle: th}, nil
 }
 
-// timedStream releases the method's timeout when the stream ends, as
-// grpc-go does with its own; the context stays usable until then.
-type timedStream struct {
+// onceStream is a stream made once that must see its end: to release the
+// method's timeout, as grpc-go does with its own (the context stays usable
+// until then), or to count the call against the throttle.
+type onceStream struct {
 	grpc.ClientStream
 	serverStreams bool
-	cancel        context.CancelFunc
+	cancel        context.CancelFunc // nil without a method timeout
+	throttle      *rebound.Throttle  // nil when not counted
+	counted       bool               // guarded by RecvMsg's one caller at a time
 }
 
-func (t *timedStream) SendMsg(m any) error {
-	err := t.ClientStream.SendMsg(m)
-	if err != nil && err != io.EOF {
-		t.cancel()
+func (o *onceStream) SendMsg(m any) error {
+	err := o.ClientStream.SendMsg(m)
+	if err != nil && err != io.EOF && o.cancel != nil {
+		o.cancel()
 	}
 	return err
 }
 
-func (t *timedStream) RecvMsg(m any) error {
-	err := t.ClientStream.RecvMsg(m)
-	if err != nil || !t.serverStreams {
-		t.cancel()
+func (o *onceStream) RecvMsg(m any) error {
+	err := o.ClientStream.RecvMsg(m)
+	if err == nil && o.serverStreams {
+		return nil
+	}
+	if o.cancel != nil {
+		o.cancel()
+	}
+	if o.throttle != nil && !o.counted {
+		o.counted = true
+		ok := err == nil || err == io.EOF
+		var pushback []string
+		if !ok {
+			pushback = o.Trailer()[a6.PushbackHeader]
+		}
+		a6.CountUnpoliced(o.throttle, ok, pushback)
 	}
 	return err
 }

@@ -47,6 +47,9 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 		if n != nil {
 			*n = 1
 		}
+		if c.cfg.RetryThrottling != nil && !c.opts.Disabled {
+			return c.unpoliced(ctx, method, req, reply, cc, invoker, opts)
+		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	t := c.target(cc)
@@ -73,6 +76,19 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	for _, f := range onFinish {
 		f(err)
 	}
+	return err
+}
+
+// unpoliced makes a call that no policy governs once, and counts it
+// against the throttle of its server name (see a6.CountUnpoliced).
+func (c *Client) unpoliced(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
+	t := c.target(cc)
+	if t.throttle == nil {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	var trailer metadata.MD
+	err := invoker(ctx, method, req, reply, cc, append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))...)
+	a6.CountUnpoliced(t.throttle, err == nil, trailer[a6.PushbackHeader])
 	return err
 }
 

@@ -124,6 +124,24 @@ func Throttle(server string, t *serviceconfig.RetryThrottling) (*rebound.Throttl
 	return v.(*rebound.Throttle), nil
 }
 
+// CountUnpoliced counts a call that no retry or hedging policy governed
+// against the throttle of its server name, which A6 has every outgoing RPC
+// affect, whatever its method: a success adds tokenRatio, and a failure
+// takes a token only when server pushback said not to retry, since without
+// a policy no status code is retryable or non-fatal. pushback holds the
+// values of the call's pushback header. A nil th counts nothing.
+func CountUnpoliced(th *rebound.Throttle, ok bool, pushback []string) {
+	switch {
+	case th == nil:
+	case ok:
+		th.RecordSuccess()
+	default:
+		if _, stop, _ := ParsePushback(pushback); stop {
+			th.RecordFailure()
+		}
+	}
+}
+
 // Settings are a front door's client-side settings for building strategies.
 type Settings struct {
 	MaxAttempts int            // the client-side cap (A6 "Limits"); <= 0 means 5
