@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -52,18 +53,64 @@ func (h *Hedger) delay() time.Duration {
 }
 
 type hedgeResult[T any] struct {
+	n   int // the attempt's number
 	v   T
 	err error
 }
 
 var errNilHedger = errors.New("rebound: nil Hedger")
 
+// hedgeState is what the attempts of one [Hedge] call share with it, for
+// [Commit].
+type hedgeState struct {
+	committed atomic.Int32  // the attempt the call is committed to, 0 while none
+	commitC   chan struct{} // a commit is waiting for the loop; buffered
+}
+
+// attemptContext is the context of one hedged attempt: cancelled on its
+// own when the attempt loses, and the attempt's handle for [Commit].
+type attemptContext struct {
+	context.Context
+	st *hedgeState
+	n  int
+}
+
+type attemptKey struct{}
+
+func (c *attemptContext) Value(key any) any {
+	if key == (attemptKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// Commit tells the [Hedge] call that ctx's attempt belongs to that the call
+// is committed to that attempt (A6 "When Retries are Valid": its response
+// has started): no further hedges are sent, the other attempts are
+// cancelled, and this attempt's result, success or failure, is the call's.
+// ctx is the context Hedge gave the attempt, or one derived from it. It
+// reports whether the call is committed to this attempt: false when
+// another attempt committed first, or ctx is not a hedged attempt's. It is
+// safe to call from any goroutine, more than once.
+func Commit(ctx context.Context) bool {
+	a, ok := ctx.Value(attemptKey{}).(*attemptContext)
+	if !ok {
+		return false
+	}
+	if a.st.committed.CompareAndSwap(0, int32(a.n)) {
+		a.st.commitC <- struct{}{} // buffered for the one commit
+		return true
+	}
+	return a.st.committed.Load() == int32(a.n)
+}
+
 // Hedge runs op as A6 hedged attempts. op gets a context that is cancelled
 // when the attempt loses, and the attempt's 1-based number.
 //
 //   - The first attempt starts at once; each further one after the hedging
 //     delay, while attempts remain and the budget allows (the first is
-//     always sent).
+//     always sent). A hedge the budget refuses is reported to the context's
+//     [Observer], and no further hedges are sent.
 //   - The first success wins: every other attempt is cancelled, and Hedge
 //     returns once they have all returned.
 //   - A non-fatal failure counts against the budget and sends the next
@@ -72,6 +119,9 @@ var errNilHedger = errors.New("rebound: nil Hedger")
 //     time; a pushback "stop" counts against the budget too and ends
 //     hedging. A fatal failure cancels everything and is returned, as is a
 //     committed one (RetryInfo.Committed).
+//   - An attempt whose op calls [Commit] wins the call whatever its
+//     result: no hedge follows, the others are cancelled, and its failure,
+//     if it fails, is returned.
 //   - When every attempt has failed, Hedge returns after the last one ended,
 //     with an [*Error] for the last failure.
 //
@@ -95,23 +145,30 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 
 	maxAttempts := h.s.maxAttempts
 	results := make(chan hedgeResult[T], maxAttempts)
+	st := &hedgeState{commitC: make(chan struct{}, 1)}
+	cancels := make([]context.CancelFunc, 0, maxAttempts) // attempt n's is cancels[n-1]
 	sent, running := 0, 0
 	var obs Observer // looked up once a hedge is due
+	observer := func() Observer {
+		if obs == nil {
+			obs = ObserverFrom(parent)
+		}
+		return obs
+	}
 	launch := func() {
 		sent++
 		running++
 		if sent > 1 {
-			if obs == nil {
-				obs = ObserverFrom(parent)
-			}
-			if obs != nil {
-				obs.Hedging(sent)
+			if o := observer(); o != nil {
+				o.Hedging(sent)
 			}
 		}
-		go func(n int) {
-			v, err := op(ctx, n)
-			results <- hedgeResult[T]{v, err}
-		}(sent)
+		actx, acancel := context.WithCancel(ctx)
+		cancels = append(cancels, acancel)
+		go func(a *attemptContext) {
+			v, err := op(a, a.n)
+			results <- hedgeResult[T]{a.n, v, err}
+		}(&attemptContext{Context: actx, st: st, n: sent})
 	}
 	// finish cancels the attempts still running and waits for them.
 	finish := func() {
@@ -119,13 +176,16 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 		for ; running > 0; running-- {
 			<-results
 		}
+		for _, c := range cancels {
+			c()
+		}
 	}
 
 	var (
 		timer   Timer
 		timerC  <-chan time.Time
 		due     time.Time // when timer fires
-		stopped bool      // no further hedges: pushback said stop or the budget refused
+		stopped bool      // no further hedges: pushback said stop, the budget refused or the call committed
 		reason  error     = ErrAttemptsExhausted
 		last    error
 	)
@@ -142,6 +202,9 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 	hedge := func() {
 		if h.s.budget != nil && !h.s.budget.Allow(false) {
 			stopped, reason = true, ErrBudgetExhausted
+			if o := observer(); o != nil {
+				o.Throttled(sent + 1)
+			}
 			return
 		}
 		launch()
@@ -167,16 +230,33 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 	if sent < maxAttempts {
 		arm(h.delay())
 	}
+	commitC := (<-chan struct{})(st.commitC)
 	for {
 		select {
 		case <-timerC:
 			timer, timerC = nil, nil
 			hedge()
+		case <-commitC:
+			// No hedge follows the committed attempt, and the others
+			// are of no use: cancel them now.
+			commitC = nil
+			disarm()
+			stopped, reason = true, ErrCommitted
+			w := int(st.committed.Load())
+			for i, c := range cancels {
+				if i+1 != w {
+					c()
+				}
+			}
 		case <-parent.Done():
 			finish()
 			return zero, gaveUp(parent, last, context.Cause(parent), sent)
 		case r := <-results:
 			running--
+			if w := int(st.committed.Load()); w != 0 && w != r.n {
+				continue // cancelled, or about to be: the call is w's
+			}
+			committed := st.committed.Load() != 0
 			if r.err == nil {
 				if h.s.budget != nil {
 					h.s.budget.RecordSuccess()
@@ -204,7 +284,7 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 				}
 				return zero, gaveUp(parent, last, reason, sent)
 			}
-			if info.Committed {
+			if info.Committed || committed {
 				// This attempt's response had started: it is the answer.
 				finish()
 				return zero, gaveUp(parent, last, ErrCommitted, sent)

@@ -18,6 +18,7 @@ type hedgeRun struct {
 	clk     *clocktest.Clock
 	events  chan string
 	outcome [8]chan error
+	commit  [8]chan struct{} // attempt n calls rebound.Commit when told
 	done    chan error
 	value   int
 }
@@ -27,6 +28,7 @@ func startHedge(t *testing.T, ctx context.Context, p rebound.HedgePolicy, opts .
 	r := &hedgeRun{t: t, clk: clocktest.New(), events: make(chan string, 64), done: make(chan error, 1)}
 	for i := range r.outcome {
 		r.outcome[i] = make(chan error, 1)
+		r.commit[i] = make(chan struct{}, 1)
 	}
 	h, err := rebound.NewHedger(p, append([]rebound.Option{rebound.WithClock(r.clk)}, opts...)...)
 	if err != nil {
@@ -35,12 +37,16 @@ func startHedge(t *testing.T, ctx context.Context, p rebound.HedgePolicy, opts .
 	go func() {
 		v, err := rebound.Hedge(ctx, h, func(ctx context.Context, n int) (int, error) {
 			r.events <- fmt.Sprint("start ", n)
-			select {
-			case err := <-r.outcome[n]:
-				return n, err
-			case <-ctx.Done():
-				r.events <- fmt.Sprint("cancel ", n)
-				return 0, ctx.Err()
+			for {
+				select {
+				case err := <-r.outcome[n]:
+					return n, err
+				case <-r.commit[n]:
+					r.events <- fmt.Sprint("commit ", n, " ", rebound.Commit(ctx))
+				case <-ctx.Done():
+					r.events <- fmt.Sprint("cancel ", n)
+					return 0, ctx.Err()
+				}
 			}
 		})
 		r.value = v
@@ -313,5 +319,71 @@ func TestHedgeRefusedAfterPushbackReturns(t *testing.T) {
 	r.clk.Advance(50 * time.Millisecond)
 	if err := r.result(); !errors.Is(err, rebound.ErrBudgetExhausted) {
 		t.Fatalf("Hedge = %v, want ErrBudgetExhausted at once", err)
+	}
+}
+
+// Commit makes an attempt the call's answer: the others are cancelled, no
+// hedge follows, and its failure is returned as committed.
+func TestHedgeCommit(t *testing.T) {
+	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 10, TokenRatio: 1})
+	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 4, Delay: hedgeDelay}, rebound.WithBudget(th))
+	r.expect("start 1")
+	r.advance(hedgeDelay)
+	r.expect("start 2")
+	r.commit[2] <- struct{}{}
+	r.expect("commit 2 true", "cancel 1")
+	if !r.clk.WaitPending(0) {
+		t.Fatal("the hedging timer is still armed after the commit")
+	}
+	r.commit[2] <- struct{}{} // again: still this attempt's
+	r.expect("commit 2 true")
+	r.outcome[2] <- retryable(errFlaky)
+	err := r.result()
+	if !errors.Is(err, rebound.ErrCommitted) || !errors.Is(err, errFlaky) {
+		t.Fatalf("Hedge = %v, want the committed attempt's failure", err)
+	}
+	var re *rebound.Error
+	if !errors.As(err, &re) || re.Attempts != 2 {
+		t.Fatalf("Hedge = %#v, want 2 attempts", err)
+	}
+	if th.Tokens() != 9000 { // the committed non-fatal failure counts
+		t.Fatalf("tokens = %d, want 9000", th.Tokens())
+	}
+	if rebound.Commit(context.Background()) {
+		t.Fatal("Commit outside a hedged attempt reported a commit")
+	}
+}
+
+// Only the first commit counts.
+func TestHedgeCommitFirstWins(t *testing.T) {
+	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 2})
+	r.expect("start 1", "start 2")
+	r.commit[1] <- struct{}{}
+	r.expect("commit 1 true", "cancel 2")
+	r.outcome[1] <- nil
+	if err := r.result(); err != nil || r.value != 1 {
+		t.Fatalf("Hedge = %d, %v, want attempt 1's value", r.value, err)
+	}
+}
+
+// A hedge the budget refuses is reported to the observer; the attempt
+// already sent may still win.
+func TestHedgeRefusedIsObserved(t *testing.T) {
+	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 2, TokenRatio: 1})
+	th.RecordFailure() // 1 <= threshold 1: hedges refused.
+	obs := &recordingObserver{}
+	r := startHedge(t, rebound.WithObserver(context.Background(), obs), rebound.HedgePolicy{MaxAttempts: 3, Delay: hedgeDelay}, rebound.WithBudget(th))
+	r.expect("start 1")
+	r.advance(hedgeDelay)
+	r.quiet()
+	r.outcome[1] <- nil
+	if err := r.result(); err != nil {
+		t.Fatal(err)
+	}
+	obs.mu.Lock()
+	got := slices.Clone(obs.events)
+	obs.mu.Unlock()
+	if !slices.Equal(got, []string{"throttled 2"}) {
+		t.Fatalf("observer saw %v, want [throttled 2]", got)
 	}
 }

@@ -16,6 +16,11 @@ type Observer interface {
 	Retrying(attempt int, err error, delay time.Duration)
 	// Hedging: hedged attempt number attempt (2 or more) is being sent.
 	Hedging(attempt int)
+	// Throttled: the budget refused hedged attempt number attempt (A6
+	// throttling). No further hedges are sent, but the attempts already
+	// sent go on, and may still succeed. (A retry the budget refuses ends
+	// the call: GaveUp reports it, with rebound.ErrBudgetExhausted.)
+	Throttled(attempt int)
 	// GaveUp: no further attempt will be made after attempts attempts;
 	// err is the last attempt's error (nil if none ran) and reason why
 	// retrying stopped, as in [Error].

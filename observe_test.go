@@ -27,6 +27,8 @@ func (r *recordingObserver) Retrying(attempt int, err error, delay time.Duration
 	r.add(fmt.Sprintf("retrying after %d: %v in %v", attempt, err, delay))
 }
 func (r *recordingObserver) Hedging(attempt int) { r.add(fmt.Sprintf("hedge %d", attempt)) }
+
+func (r *recordingObserver) Throttled(attempt int) { r.add(fmt.Sprintf("throttled %d", attempt)) }
 func (r *recordingObserver) GaveUp(attempts int, err, reason error) {
 	r.add(fmt.Sprintf("gave up after %d: %v (%v)", attempts, err, reason))
 }

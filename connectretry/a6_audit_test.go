@@ -51,7 +51,7 @@ func TestThrottleFromAnyParsedRatio(t *testing.T) {
 		t.Run(ratio, func(t *testing.T) {
 			srv := startServer(t, failFirst(1, connect.CodeUnavailable), true)
 			cfg := retryConfig(t, 3, `"UNAVAILABLE"`, `,"retryThrottling":{"maxTokens":10,"tokenRatio":`+ratio+`}`)
-			c, _ := dial(t, srv, protocols[0], cfg, connectretry.WithServerName(t.Name()))
+			c, _ := dial(t, srv, protocols[0], cfg, connectretry.WithServerName(uniqueName(t)))
 			if _, err := call(context.Background(), c.unary, "x"); err != nil {
 				t.Fatalf("call failed: %v", err)
 			}
@@ -155,7 +155,7 @@ func TestThrottleCountsCallsWithoutPolicy(t *testing.T) {
 				"maxAttempts":2,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,
 				"retryableStatusCodes":["UNAVAILABLE"]}}],
 				"retryThrottling":{"maxTokens":10,"tokenRatio":1}}`, service, method))
-			c, _ := dial(t, srv, protocols[0], cfg, connectretry.WithServerName(t.Name()))
+			c, _ := dial(t, srv, protocols[0], cfg, connectretry.WithServerName(uniqueName(t)))
 			stream := func() {
 				st, err := c.serverStream.CallServerStream(context.Background(), connect.NewRequest(wrapperspb.String("m")))
 				if err == nil {
@@ -210,3 +210,9 @@ func TestThrottleCountsCallsWithoutPolicy(t *testing.T) {
 		})
 	}
 }
+
+var nameSeq atomic.Int64
+
+// uniqueName is a server name of the test's own: throttles live for the
+// process, and -count=N runs must not share one.
+func uniqueName(t *testing.T) string { return fmt.Sprint(t.Name(), "-", nameSeq.Add(1)) }

@@ -234,7 +234,8 @@ func (i *Interceptor) hedgeUnary(ctx context.Context, hd *rebound.Hedger, codes 
 		}
 		return won{resp, r}, nil
 	}
-	w, err := rebound.Hedge(hedgeContext{ctx}, hd, op)
+	// tr hears of a hedge the budget refuses, for Stats.
+	w, err := rebound.Hedge(hedgeContext{tr.Observe(ctx)}, hd, op)
 	// Hedge has waited for every attempt: tr is complete.
 	if n != nil {
 		*n = tr.Attempts()

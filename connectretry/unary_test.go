@@ -542,6 +542,8 @@ func (o *recordingObserver) Retrying(attempt int, err error, delay time.Duration
 	o.add(fmt.Sprintf("retrying %d after %v: %v", attempt, delay, err))
 }
 func (o *recordingObserver) Hedging(attempt int) { o.add(fmt.Sprintf("hedging %d", attempt)) }
+
+func (o *recordingObserver) Throttled(attempt int) { o.add(fmt.Sprintf("throttled %d", attempt)) }
 func (o *recordingObserver) GaveUp(attempts int, err, reason error) {
 	o.add(fmt.Sprintf("gave up after %d: %v", attempts, reason))
 }

@@ -7,11 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -22,6 +24,7 @@ import (
 	"github.com/rebound-go/rebound/grpcretry"
 	"github.com/rebound-go/rebound/internal/clocktest"
 	"github.com/rebound-go/rebound/internal/grpctest"
+	"github.com/rebound-go/rebound/internal/observe/observetest"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -68,7 +71,7 @@ func TestThrottleFromAnyParsedRatio(t *testing.T) {
 		t.Run(ratio, func(t *testing.T) {
 			srv := grpctest.Start(t, failFirst(1, codes.Unavailable))
 			cfg := retryConfig(t, 3, `"UNAVAILABLE"`, `,"retryThrottling":{"maxTokens":10,"tokenRatio":`+ratio+`}`)
-			tc, _ := client(t, srv, cfg, grpcretry.WithServerName(t.Name()))
+			tc, _ := client(t, srv, cfg, grpcretry.WithServerName(fmt.Sprint(t.Name(), serverSeq.Add(1))))
 			if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x")); err != nil {
 				t.Fatalf("call failed: %v", err)
 			}
@@ -165,7 +168,7 @@ func TestThrottleCountsCallsWithoutPolicy(t *testing.T) {
 				"maxAttempts":2,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,
 				"retryableStatusCodes":["UNAVAILABLE"]}}],
 				"retryThrottling":{"maxTokens":10,"tokenRatio":1}}`, grpctest.Service, method))
-			tc, _ := client(t, srv, cfg, grpcretry.WithServerName(t.Name()))
+			tc, _ := client(t, srv, cfg, grpcretry.WithServerName(fmt.Sprint(t.Name(), serverSeq.Add(1))))
 			callPoliced := func() int { // the attempts the server saw
 				before := srv.Count(policed)
 				if policed == grpctest.UnaryCall {
@@ -212,6 +215,196 @@ func TestThrottleCountsCallsWithoutPolicy(t *testing.T) {
 			}
 			if got := callPoliced(); got != 1 {
 				t.Fatalf("after pushback stops, a call made %d attempts, want 1 (throttled)", got)
+			}
+		})
+	}
+}
+
+// headerScript is a server whose unary attempts, numbered by the client,
+// send response headers when the test says so, then wait for their
+// verdict; "headers n" and "cancel n" report what attempt n did.
+type headerScript struct {
+	events  chan string
+	headers [8]chan struct{}
+	verdict [8]chan error
+}
+
+func newHeaderScript() *headerScript {
+	s := &headerScript{events: make(chan string, 64)}
+	for i := range s.verdict {
+		s.headers[i], s.verdict[i] = make(chan struct{}, 1), make(chan error, 1)
+	}
+	return s
+}
+
+func (s *headerScript) handlers() grpctest.Handlers {
+	return grpctest.Handlers{Unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		n := grpcretry.PreviousAttempts(ctx) + 1
+		s.events <- fmt.Sprint("start ", n)
+		for {
+			select {
+			case <-s.headers[n]:
+				if err := grpc.SendHeader(ctx, metadata.Pairs("from", fmt.Sprint(n))); err != nil {
+					return nil, err
+				}
+				s.events <- fmt.Sprint("headers ", n)
+			case err := <-s.verdict[n]:
+				return &testpb.SimpleResponse{}, err
+			case <-ctx.Done():
+				s.events <- fmt.Sprint("cancel ", n)
+				return nil, ctx.Err()
+			}
+		}
+	}}
+}
+
+func (s *headerScript) expect(t *testing.T, want ...string) {
+	t.Helper()
+	var got []string
+	for range want {
+		select {
+		case e := <-s.events:
+			got = append(got, e)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events %v, still waiting for %v", got, want)
+		}
+	}
+	slices.Sort(got)
+	w := slices.Clone(want)
+	slices.Sort(w)
+	if !slices.Equal(got, w) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+}
+
+// A6 "When Retries are Valid": response headers commit a hedged unary
+// call to their attempt at once: the other attempts are cancelled and no
+// hedge follows, whatever the attempt's end.
+func TestHedgeCommitsOnHeaders(t *testing.T) {
+	t.Run("first attempt", func(t *testing.T) {
+		s := newHeaderScript()
+		srv := grpctest.Start(t, s.handlers())
+		cc, clk := hedgeClient(t, srv, hedgeConfig(t, 3, "0.1s", ""), nil)
+		p := start(t, context.Background(), cc, new(testpb.SimpleResponse))
+		s.expect(t, "start 1")
+		s.headers[1] <- struct{}{}
+		s.expect(t, "headers 1")
+		// The commit disarms the hedging timer: no hedge is ever due.
+		if !clk.WaitPending(0) {
+			t.Fatal("the hedging timer is still armed after the commit")
+		}
+		clk.Advance(time.Second)
+		s.verdict[1] <- status.Error(codes.Unavailable, "after headers")
+		p.check(codes.Unavailable, rebound.ErrCommitted, 1)
+		if got := srv.Count(grpctest.UnaryCall); got != 1 {
+			t.Fatalf("server saw %d attempts, want 1", got)
+		}
+	})
+	t.Run("a hedge", func(t *testing.T) {
+		s := newHeaderScript()
+		srv := grpctest.Start(t, s.handlers())
+		cc, clk := hedgeClient(t, srv, hedgeConfig(t, 3, "0.1s", ""), nil)
+		p := start(t, context.Background(), cc, new(testpb.SimpleResponse))
+		s.expect(t, "start 1")
+		clk.WaitCreated(1)
+		clk.Advance(100 * time.Millisecond)
+		s.expect(t, "start 2")
+		s.headers[2] <- struct{}{}
+		s.expect(t, "headers 2", "cancel 1")
+		if !clk.WaitPending(0) {
+			t.Fatal("the hedging timer is still armed after the commit")
+		}
+		s.verdict[2] <- nil
+		p.check(codes.OK, nil, 2)
+		if got := p.header.Get("from"); len(got) != 1 || got[0] != "2" {
+			t.Fatalf("header %v, want attempt 2's", p.header)
+		}
+		if got := srv.Count(grpctest.UnaryCall); got != 2 {
+			t.Fatalf("server saw %d attempts, want 2", got)
+		}
+	})
+}
+
+// A hedge the throttle refuses shows in Stats, in the metrics and in the
+// debug log, even when the attempt already sent then succeeds.
+func TestRefusedHedgeCounted(t *testing.T) {
+	for _, kind := range []string{"unary", "server stream"} {
+		t.Run(kind, func(t *testing.T) {
+			release := make(chan struct{})
+			srv := grpctest.Start(t, grpctest.Handlers{
+				Unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+					<-release
+					return &testpb.SimpleResponse{}, nil
+				},
+				ServerStream: func(_ int, _ *testpb.StreamingOutputCallRequest, st grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+					<-release
+					return st.Send(&testpb.StreamingOutputCallResponse{})
+				},
+			})
+			cfg := hedgeConfig(t, 3, "0.1s", throttling)
+			reader := sdkmetric.NewManualReader()
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			defer mp.Shutdown(context.Background())
+			logger, records := observetest.DebugLog(t)
+			clk := clocktest.New()
+			c, err := grpcretry.New(cfg, grpcretry.WithClock(clk), grpcretry.WithServerName(serverName(srv)),
+				grpcretry.WithMeterProvider(mp), grpcretry.WithLogger(logger))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc := srv.Dial(t, c.DialOptions()...)
+			th := throttleOf(t, srv, cfg)
+			for range 5 { // 10 tokens down to 5: at the threshold, hedges are refused
+				th.RecordFailure()
+			}
+			tc := testpb.NewTestServiceClient(cc)
+			done := make(chan error, 1)
+			method := grpctest.UnaryCall
+			go func() {
+				if kind == "unary" {
+					_, err := tc.UnaryCall(context.Background(), grpctest.Request("x"))
+					done <- err
+					return
+				}
+				st, err := tc.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
+				for err == nil {
+					_, err = st.Recv()
+				}
+				if err == io.EOF {
+					err = nil
+				}
+				done <- err
+			}()
+			if kind != "unary" {
+				method = grpctest.StreamingOutputCall
+			}
+			if !clk.WaitCreated(1) {
+				t.Fatal("no hedging timer")
+			}
+			clk.Advance(100 * time.Millisecond) // the second attempt is due, and refused
+			waitFor(t, func() bool { return clk.Pending() == 0 })
+			close(release)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if got := srv.Count(method); got != 1 {
+				t.Fatalf("server saw %d attempts, want 1", got)
+			}
+			if s := c.Stats()[method]; s.Throttled != 1 || s.Calls != 1 {
+				t.Fatalf("stats %+v, want 1 call, throttled once", s)
+			}
+			got := observetest.Collect(t, reader, "github.com/rebound-go/rebound/grpcretry")
+			if n := observetest.Counter(t, got, "grpc.client.call.retries_throttled", "{retry}", method, cc.CanonicalTarget()); n != 1 {
+				t.Fatalf("retries_throttled = %d, want 1", n)
+			}
+			found := false
+			for _, r := range records() {
+				if r["msg"] == "rebound: throttled, hedge not sent" && r["method"] == method {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("no debug record of the refused hedge: %v", records())
 			}
 		})
 	}

@@ -107,17 +107,32 @@ func DialOptions(cfg *serviceconfig.Config, opts ...Option) []grpc.DialOption {
 	return c.DialOptions()
 }
 
-// DialOptions returns c's interceptors and grpc.WithDisableRetry().
+// DialOptions returns c's interceptors and grpc.WithDisableRetry(), and,
+// when c's config hedges a method or c records metrics, a stats handler:
+// it commits a hedged unary call to the attempt whose response headers
+// arrive first (A6), and counts transparent retries. Installed by hand,
+// without it, the interceptors learn of a unary attempt's headers only
+// when the attempt ends.
 func (c *Client) DialOptions() []grpc.DialOption {
 	opts := []grpc.DialOption{
 		grpc.WithDisableRetry(),
 		grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()),
 		grpc.WithChainStreamInterceptor(c.StreamClientInterceptor()),
 	}
-	if c.opts.MeterProvider != nil {
-		opts = append(opts, grpc.WithStatsHandler(transparentCounter{}))
+	if c.opts.MeterProvider != nil || c.hedges() {
+		opts = append(opts, grpc.WithStatsHandler(callStats{}))
 	}
 	return opts
+}
+
+// hedges reports whether any method of c's config is hedged.
+func (c *Client) hedges() bool {
+	for i := range c.cfg.MethodConfigs {
+		if c.cfg.MethodConfigs[i].HedgingPolicy != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // target returns the retry state of cc, made on first use.

@@ -66,6 +66,7 @@ func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serv
 		am.cap.deposit()
 	}
 	ctx = distinct.NewContext(ctx, &h.addrs)
+	ctx = h.tr.Observe(ctx) // to hear of a hedge the budget refuses, for Stats
 	var start time.Time
 	if am != nil {
 		start = am.clock.Now()

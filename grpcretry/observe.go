@@ -6,37 +6,49 @@ import (
 
 	"google.golang.org/grpc/stats"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/observe"
 )
 
 type trackerKey struct{}
 
-// transparentCounter is the stats handler that counts grpc-go's transparent
-// retries into the tracker of the call they belong to; installed only with
-// WithMeterProvider, since a stats handler makes grpc-go build events for
-// every call.
-type transparentCounter struct{}
+// callStats is the stats handler that [Client.DialOptions] installs when it
+// is needed, since a stats handler makes grpc-go build events for every
+// call. It sees two things the interceptors cannot:
+//
+//   - the response headers of a hedged unary attempt as they arrive, which
+//     commit the call to that attempt (A6 "When Retries are Valid"): grpc-go
+//     tells an interceptor of them only once the attempt has ended;
+//   - grpc-go's transparent retries, counted into the tracker of the call
+//     they belong to, with WithMeterProvider.
+type callStats struct{}
 
-func (transparentCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+func (callStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
 	return ctx
 }
 
-func (transparentCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	if b, ok := s.(*stats.Begin); ok && b.IsTransparentRetryAttempt {
-		if tr, ok := ctx.Value(trackerKey{}).(*observe.Tracker); ok {
-			tr.Transparent()
+func (callStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	switch s := s.(type) {
+	case *stats.Begin:
+		if s.IsTransparentRetryAttempt {
+			if tr, ok := ctx.Value(trackerKey{}).(*observe.Tracker); ok {
+				tr.Transparent()
+			}
 		}
+	case *stats.InHeader:
+		// A no-op outside a hedged attempt.
+		rebound.Commit(ctx)
 	}
 }
 
-func (transparentCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+func (callStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
 	return ctx
 }
 
-func (transparentCounter) HandleConn(context.Context, stats.ConnStats) {}
+func (callStats) HandleConn(context.Context, stats.ConnStats) {}
 
 // callTracker returns the tracker of a call: with metrics on, made now and
-// put in ctx for transparentCounter; otherwise nil, to be made at the first
+// put in ctx for callStats; otherwise nil, to be made at the first
 // failure, so that a call that succeeds at once allocates nothing for it.
 func (c *Client) callTracker(ctx context.Context) (context.Context, *observe.Tracker) {
 	if c.opts.MeterProvider == nil {

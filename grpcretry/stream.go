@@ -204,6 +204,7 @@ type clientStream struct {
 	// message: SendMsg and CloseSend go straight to it.
 	direct      atomic.Pointer[attempt]
 	isCommitted atomic.Bool // mirrors state.committed, so SendMsg can skip keeping
+	throttled   atomic.Bool // hedging: the budget refused a hedge
 	reported    sync.Once
 
 	mu   sync.Mutex

@@ -407,7 +407,7 @@ func (s *clientStream) record(err, reason error) {
 	s.mu.Lock()
 	n := s.attempts
 	s.mu.Unlock()
-	call := observe.Call{Method: s.method, Target: s.target, Attempts: n, Hedged: s.hedger != nil}
+	call := observe.Call{Method: s.method, Target: s.target, Attempts: n, Hedged: s.hedger != nil, Throttled: s.throttled.Load()}
 	switch {
 	case err == io.EOF:
 		call.FailedLater = max(n-2, 0)

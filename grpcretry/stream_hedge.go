@@ -67,6 +67,10 @@ func (s *clientStream) hedgeLoop() {
 	hedge := func() {
 		if budget != nil && !budget.Allow(false) {
 			stopped, reason = true, rebound.ErrBudgetExhausted
+			s.throttled.Store(true)
+			if o := rebound.ObserverFrom(s.parent); o != nil {
+				o.Throttled(sent + 1)
+			}
 			return
 		}
 		if launch() {

@@ -67,7 +67,8 @@ func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing
 		}
 		return resp, nil
 	}
-	resp, err := rebound.Hedge(ctx, hd, op)
+	// tr hears of a hedge the budget refuses, for Stats.
+	resp, err := rebound.Hedge(tr.Observe(ctx), hd, op)
 	t.end(ctx, &tr, 0, name, target, true, err)
 	if err != nil {
 		var se *statusError

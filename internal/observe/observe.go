@@ -59,6 +59,9 @@ type Call struct {
 	Delay time.Duration
 	// Pushbacks counts retries or hedges delayed by server pushback.
 	Pushbacks int
+	// Throttled says the budget refused a retry or hedge, even if the
+	// call went on to succeed with the attempts already sent.
+	Throttled bool
 	// Reason is why retrying stopped, nil after a success.
 	Reason error
 }
@@ -161,7 +164,7 @@ func (r *Recorder) End(ctx context.Context, c *Call) {
 	} else {
 		m.retries.add(later, c.FailedLater)
 	}
-	throttled := errors.Is(c.Reason, rebound.ErrBudgetExhausted)
+	throttled := c.Throttled || errors.Is(c.Reason, rebound.ErrBudgetExhausted)
 	stopped := errors.Is(c.Reason, rebound.ErrPushback)
 	if c.Transparent > 0 {
 		m.transparent.Add(uint64(c.Transparent))
@@ -274,6 +277,13 @@ func (o *logObserver) Hedging(attempt int) {
 	}
 }
 
+func (o *logObserver) Throttled(attempt int) {
+	o.log("rebound: throttled, hedge not sent", slog.Int("attempt", attempt))
+	if o.next != nil {
+		o.next.Throttled(attempt)
+	}
+}
+
 func (o *logObserver) GaveUp(attempts int, err, reason error) {
 	attrs := []slog.Attr{slog.Int("attempts", attempts), slog.String("reason", reasonText(reason))}
 	if err != nil {
@@ -311,8 +321,13 @@ func reasonText(err error) string {
 // of hedged attempts at once. Delay is measured only between sequential
 // retries (a hedged call always has an attempt in flight, except while a
 // pushback holds the next hedge back, which is not counted).
+//
+// A Tracker is also a [rebound.Observer] (see [Tracker.Observe]), so that it
+// hears of a hedge the budget refused.
 type Tracker struct {
+	next         rebound.Observer // the observer the call had before Observe
 	mu           sync.Mutex
+	throttled    bool
 	transparent  int
 	attempts     int
 	failed       int // failed attempts after the first
@@ -349,6 +364,45 @@ func (t *Tracker) Failed(attempt int, info rebound.RetryInfo, now time.Time) {
 	t.lastFail = now
 }
 
+// Observe returns ctx with t as its [rebound.Observer]; t passes every
+// event on to the observer ctx had.
+func (t *Tracker) Observe(ctx context.Context) context.Context {
+	t.next = rebound.ObserverFrom(ctx)
+	return rebound.WithObserver(ctx, t)
+}
+
+// Retrying passes the event on.
+func (t *Tracker) Retrying(attempt int, err error, delay time.Duration) {
+	if t.next != nil {
+		t.next.Retrying(attempt, err, delay)
+	}
+}
+
+// Hedging passes the event on.
+func (t *Tracker) Hedging(attempt int) {
+	if t.next != nil {
+		t.next.Hedging(attempt)
+	}
+}
+
+// Throttled notes that the budget refused an attempt, and passes the event
+// on.
+func (t *Tracker) Throttled(attempt int) {
+	t.mu.Lock()
+	t.throttled = true
+	t.mu.Unlock()
+	if t.next != nil {
+		t.next.Throttled(attempt)
+	}
+}
+
+// GaveUp passes the event on.
+func (t *Tracker) GaveUp(attempts int, err, reason error) {
+	if t.next != nil {
+		t.next.GaveUp(attempts, err, reason)
+	}
+}
+
 // Transparent notes a transparent retry.
 func (t *Tracker) Transparent() {
 	t.mu.Lock()
@@ -368,7 +422,7 @@ func (t *Tracker) Call(method, target string, hedged bool, reason error) Call {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return Call{Method: method, Target: target, Attempts: t.attempts, Hedged: hedged, FailedLater: t.failed,
-		Transparent: t.transparent, Delay: t.delay, Pushbacks: t.pushbacks, Reason: reason}
+		Transparent: t.transparent, Delay: t.delay, Pushbacks: t.pushbacks, Throttled: t.throttled, Reason: reason}
 }
 
 // Reason returns why retrying stopped, from a loop's error: the
