@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -407,5 +408,105 @@ func TestRefusedHedgeCounted(t *testing.T) {
 				t.Fatalf("no debug record of the refused hedge: %v", records())
 			}
 		})
+	}
+}
+
+// A6 "Memory Management": a unary or server-streaming request that does
+// not fit the per-RPC limit, or what is left of the client's total, is
+// sent once and never retried or hedged; the room it took is given back
+// when the call ends.
+func TestBufferLimitsOneMessageCalls(t *testing.T) {
+	big, small := strings.Repeat("x", 8<<10), strings.Repeat("x", 100)
+	unavailable := status.Error(codes.Unavailable, "down")
+	cases := []struct {
+		name   string
+		config func(t testing.TB) *serviceconfig.Config
+		call   func(tc testpb.TestServiceClient, body string) error
+		method string
+	}{
+		{"unary retry", func(t testing.TB) *serviceconfig.Config { return retryConfig(t, 3, `"UNAVAILABLE"`, "") },
+			func(tc testpb.TestServiceClient, body string) error {
+				_, err := tc.UnaryCall(context.Background(), grpctest.Request(body))
+				return err
+			}, grpctest.UnaryCall},
+		{"unary hedge", func(t testing.TB) *serviceconfig.Config { return hedgeConfig(t, 3, "0s", "") },
+			func(tc testpb.TestServiceClient, body string) error {
+				_, err := tc.UnaryCall(context.Background(), grpctest.Request(body))
+				return err
+			}, grpctest.UnaryCall},
+		{"server stream retry", func(t testing.TB) *serviceconfig.Config { return retryConfig(t, 3, `"UNAVAILABLE"`, "") },
+			func(tc testpb.TestServiceClient, body string) error {
+				st, err := tc.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: []byte(body)}})
+				if err == nil {
+					_, err = st.Recv()
+				}
+				return err
+			}, grpctest.StreamingOutputCall},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := grpctest.Start(t, grpctest.Handlers{
+				Unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+					return nil, unavailable
+				},
+				ServerStream: func(int, *testpb.StreamingOutputCallRequest, grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+					return unavailable
+				},
+			})
+			c, err := grpcretry.New(tc.config(t), grpcretry.WithClock(clocktest.NewAuto()), grpcretry.WithBufferLimits(16<<10, 1<<10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			client := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+			err = tc.call(client, big)
+			if status.Code(err) != codes.Unavailable || !errors.Is(err, rebound.ErrCommitted) {
+				t.Fatalf("8 KiB request under a 1 KiB limit: err = %v, want UNAVAILABLE, committed", err)
+			}
+			if got := srv.Count(tc.method); got != 1 {
+				t.Fatalf("8 KiB request under a 1 KiB limit: server saw %d attempts, want 1", got)
+			}
+			_ = tc.call(client, small)
+			if got := srv.Count(tc.method) - 1; got != 3 {
+				t.Fatalf("100 B request: server saw %d attempts, want 3", got)
+			}
+		})
+	}
+}
+
+// The whole-client limit counts the requests of the calls in flight.
+func TestBufferLimitTotalReleased(t *testing.T) {
+	hold := make(chan struct{})
+	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(_ context.Context, _ int, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		if string(req.GetPayload().GetBody()[:4]) == "hold" {
+			<-hold
+			return &testpb.SimpleResponse{}, nil
+		}
+		return nil, status.Error(codes.Unavailable, "down")
+	}})
+	c, err := grpcretry.New(retryConfig(t, 2, `"UNAVAILABLE"`, ""), grpcretry.WithClock(clocktest.NewAuto()), grpcretry.WithBufferLimits(10<<10, 8<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+	body := strings.Repeat("x", 6<<10)
+	held := make(chan error, 1)
+	go func() {
+		_, err := tc.UnaryCall(context.Background(), grpctest.Request("hold"+body))
+		held <- err
+	}()
+	waitFor(t, func() bool { return srv.Count(grpctest.UnaryCall) == 1 })
+	// 6 KiB are held: another 6 KiB do not fit the 10 KiB total.
+	_, err = tc.UnaryCall(context.Background(), grpctest.Request("fail"+body))
+	if !errors.Is(err, rebound.ErrCommitted) || srv.Count(grpctest.UnaryCall) != 2 {
+		t.Fatalf("while 6 KiB are held: err = %v after %d attempts in all, want committed after 1", err, srv.Count(grpctest.UnaryCall)-1)
+	}
+	close(hold)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	// Released: the same request is retried now.
+	_, err = tc.UnaryCall(context.Background(), grpctest.Request("fail"+body))
+	if !errors.Is(err, rebound.ErrAttemptsExhausted) || srv.Count(grpctest.UnaryCall) != 4 {
+		t.Fatalf("after release: err = %v, %d attempts in all; want attempts exhausted after 4", err, srv.Count(grpctest.UnaryCall))
 	}
 }

@@ -51,6 +51,7 @@ type target struct {
 type policyEntry struct {
 	retry    *rebound.Policy
 	hedge    *rebound.Hedger
+	once     *rebound.Policy // with hedge: for a call whose request does not fit the buffer
 	err      error
 	adaptive sync.Map // full method name -> *adaptiveMethod, with WithAdaptiveHedging
 }
@@ -189,6 +190,9 @@ func (c *Client) policy(t *target, mc *serviceconfig.MethodConfig) *policyEntry 
 	e := &policyEntry{err: t.err}
 	if e.err == nil {
 		e.retry, e.hedge, e.err = a6.Strategies(mc, t.throttle, c.opts.Settings())
+		if e.hedge != nil {
+			e.once = a6.Once(t.throttle, c.opts.Settings())
+		}
 	}
 	v, _ := t.policies.LoadOrStore(mc, e)
 	return v.(*policyEntry)

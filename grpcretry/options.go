@@ -43,8 +43,11 @@ func WithMaxAttempts(n int) Option {
 // (A6 "Memory Management"): total bytes for the whole client
 // (retry_buffer_size_in_bytes) and bytes for one call
 // (per_rpc_buffer_limit_in_bytes). A call whose messages do not fit is
-// committed: it goes on, but is not retried. Defaults: 16 MiB and 1 MiB. Both
-// must be > 0 and perRPC <= total.
+// committed: it goes on, but is not retried or hedged. A unary or
+// server-streaming call counts its request's encoded size (proto.Size, or
+// the call's codec for other messages) against both limits until it ends;
+// a client or bidirectional stream counts each message it keeps until it
+// commits. Defaults: 16 MiB and 1 MiB. Both must be > 0 and perRPC <= total.
 func WithBufferLimits(total, perRPC int) Option {
 	return optionFunc(func(o *options) {
 		if total <= 0 || perRPC <= 0 || perRPC > total {

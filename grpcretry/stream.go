@@ -307,20 +307,10 @@ func (s *clientStream) send(m any) error {
 }
 
 // reserve takes n bytes of the client's total buffer, if they are free.
-func (s *clientStream) reserve(n int) bool {
-	if s.c.buffered.Add(int64(n)) > int64(s.c.opts.bufferTotal) {
-		s.c.buffered.Add(-int64(n))
-		return false
-	}
-	return true
-}
+func (s *clientStream) reserve(n int) bool { return s.c.reserve(n) }
 
 // release gives back n bytes of the client's total buffer.
-func (s *clientStream) release(n int) {
-	if n > 0 {
-		s.c.buffered.Add(-int64(n))
-	}
-}
+func (s *clientStream) release(n int) { s.c.release(n) }
 
 // sendKept keeps m as e and sends it to the attempts in flight. Called
 // with mu held; it unlocks.

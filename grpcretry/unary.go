@@ -59,15 +59,28 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	}
 	ctx = c.rec.Observer(ctx, method, t.uri)
 	ctx, tr := c.callTracker(ctx)
-	if p.hedge != nil {
+	// A6 "Memory Management": a request that does not fit the buffer is
+	// sent once, committed from the start.
+	size, fits := c.reserveRequest(req, opts)
+	defer c.release(size)
+	if p.hedge != nil && fits {
 		return c.hedged(ctx, t, p, mc, method, req, reply, cc, invoker, opts, n, tr)
+	}
+	var (
+		strategy *rebound.Policy
+		codes    serviceconfig.CodeSet
+	)
+	if p.hedge != nil {
+		strategy, codes = p.once, mc.HedgingPolicy.NonFatalStatusCodes
+	} else {
+		strategy, codes = p.retry, mc.RetryPolicy.RetryableStatusCodes
 	}
 	opts, onFinish := splitOnFinish(opts)
 	md := new(attemptMD)
-	u := unaryCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, md: md, codes: mc.RetryPolicy.RetryableStatusCodes, c: c, tr: tr}
+	u := unaryCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, md: md, codes: codes, c: c, tr: tr, unbuffered: !fits}
 	u.opts = append(md.buf[:0], opts...)
 	u.opts = append(u.opts, grpc.Header(&md.header), grpc.Trailer(&md.trailer))
-	err := rebound.Do(ctx, p.retry, u.attempt)
+	err := rebound.Do(ctx, strategy, u.attempt)
 	if n != nil {
 		*n = u.attempts
 	}
@@ -147,6 +160,7 @@ type unaryCall struct {
 	md         *attemptMD
 	c          *Client
 	tr         *observe.Tracker // made at the first failure, or up front with metrics on
+	unbuffered bool             // the request did not fit the buffer: committed from the start
 
 	attempts int
 	last     error // the last attempt's status error
@@ -178,7 +192,7 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 	retryable := u.codes.Has(serviceconfig.Code(status.Code(err)))
 	// Headers before the status mean the response had started: A6
 	// commits the call (trailers-only responses leave header nil).
-	info := a6.Info(retryable, u.md.trailer[a6.PushbackHeader], u.md.header != nil)
+	info := a6.Info(retryable, u.md.trailer[a6.PushbackHeader], u.md.header != nil || u.unbuffered)
 	if u.tr == nil {
 		u.tr = new(observe.Tracker)
 		u.tr.Start(time.Time{})

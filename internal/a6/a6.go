@@ -181,6 +181,21 @@ func Strategies(mc *serviceconfig.MethodConfig, throttle *rebound.Throttle, s Se
 	return nil, nil, nil
 }
 
+// Once returns the strategy of a call under a hedgingPolicy that may not be
+// hedged (its request does not fit the replay buffer): one attempt, whose
+// failure the throttle counts as it counts a hedge's.
+func Once(throttle *rebound.Throttle, s Settings) *rebound.Policy {
+	opts := []rebound.Option{rebound.WithClassifier(rebound.Classify)}
+	if throttle != nil {
+		opts = append(opts, rebound.WithBudget(throttle))
+	}
+	if s.Clock != nil {
+		opts = append(opts, rebound.WithClock(s.Clock))
+	}
+	p, _ := rebound.NewPolicy(rebound.RetryPolicy{MaxAttempts: 1, Backoff: rebound.DefaultBackoff}, opts...)
+	return p
+}
+
 // ErrorText is the text of a front door's error when retrying stopped: the
 // last attempt's error followed by a summary, like
 // "unavailable: busy (grpcretry: 3 attempts, attempts exhausted)".
