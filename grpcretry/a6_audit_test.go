@@ -510,3 +510,68 @@ func TestBufferLimitTotalReleased(t *testing.T) {
 		t.Fatalf("after release: err = %v, %d attempts in all; want attempts exhausted after 4", err, srv.Count(grpctest.UnaryCall))
 	}
 }
+
+// grpc-go's TestRetryTransparentWhenCommitted: with one stream allowed per
+// connection, a stream's retry waits to be opened behind another stream
+// when its caller cancels. The call ends CANCELLED however the race falls
+// (whether or not the retry attempt has been opened yet), and the stream's
+// methods do not panic afterwards.
+func TestStreamCancelledWhileRetryOpens(t *testing.T) {
+	var first atomic.Bool
+	srv := grpctest.Start(t, grpctest.Handlers{Bidi: func(_ int, st grpc.BidiStreamingServer[testpb.StreamingOutputCallRequest, testpb.StreamingOutputCallResponse]) error {
+		if first.CompareAndSwap(false, true) {
+			return status.Error(codes.AlreadyExists, "first attempt fails and is retriable")
+		}
+		<-st.Context().Done()
+		return st.Context().Err()
+	}}, grpc.MaxConcurrentStreams(1))
+	cfg := parseConfig(t, fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],"waitForReady":true,"retryPolicy":{
+		"maxAttempts":2,"initialBackoff":"0.1s","maxBackoff":"0.1s","backoffMultiplier":1,
+		"retryableStatusCodes":["ALREADY_EXISTS"]}}]}`, grpctest.Service))
+	clk := clocktest.New()
+	c, err := grpcretry.New(cfg, grpcretry.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	defer cancel1()
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	stream1, err := tc.FullDuplexCall(ctx1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() {
+		_, err := stream1.Recv()
+		closed <- err
+	}()
+	if !clk.WaitPending(1) { // attempt 1 failed; the retry waits its backoff
+		t.Fatal("no backoff")
+	}
+	// A second stream takes the connection's one stream.
+	if _, err := tc.FullDuplexCall(ctx2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return srv.Count(grpctest.FullDuplexCall) == 2 })
+	clk.Advance(100 * time.Millisecond) // the retry is opened, and waits for the stream
+	if !clk.WaitPending(0) {
+		t.Fatal("the backoff did not end")
+	}
+	cancel1()
+	err = <-closed
+	if status.Code(err) != codes.Canceled || !errors.Is(err, context.Canceled) {
+		t.Fatalf("stream 1 ended with %v, want CANCELLED", err)
+	}
+	_ = stream1.CloseSend()
+	if _, err := stream1.Recv(); status.Code(err) != codes.Canceled {
+		t.Fatalf("Recv after the end: %v, want CANCELLED again", err)
+	}
+	if err := stream1.Send(&testpb.StreamingOutputCallRequest{}); err != io.EOF {
+		t.Fatalf("Send after the end: %v, want io.EOF", err)
+	}
+	if got := srv.Count(grpctest.FullDuplexCall); got != 2 {
+		t.Fatalf("server saw %d streams, want 2: the retry never got the connection", got)
+	}
+}
