@@ -25,4 +25,22 @@
 //
 // Time and randomness are injected: every strategy takes [WithClock] and
 // [WithRandom], so tests drive a fake clock instead of sleeping.
+//
+// # Resource bounds
+//
+// A client that runs for months and talks to ever new servers keeps
+// bounded state, by one rule in every front door:
+//
+//   - The A6 throttle of a server name is shared by every client of the
+//     process with that name, for as long as any of them holds it; then it
+//     is freed.
+//   - grpcretry keeps its state per ClientConn and drops it once the conn
+//     is closed and collected.
+//   - connectretry (per server name) and httpretry (per host) keep the
+//     state of the 1024 peers used most recently; an evicted peer that
+//     comes back starts afresh.
+//   - Replay buffers are capped per call and per client
+//     (grpcretry.WithBufferLimits; httpretry.WithMaxBufferedBody), service
+//     configs by their size (serviceconfig), and server hints by their caps
+//     (httpretry.WithRetryAfterCap).
 package rebound

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/bounded"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
@@ -31,8 +32,8 @@ type Interceptor struct {
 	err  error             // an invalid option, reported by every call
 	rec  *observe.Recorder // nil in the zero value and after an invalid option
 
-	last    atomic.Pointer[target] // the target of the latest call
-	targets sync.Map               // server name -> *target
+	last    atomic.Pointer[target]          // the target of the latest call
+	targets *bounded.Map[string, *target] // by server name; nil in the zero value
 }
 
 var _ connect.Interceptor = (*Interceptor)(nil)
@@ -64,7 +65,7 @@ func New(cfg *serviceconfig.Config, opts ...Option) (*Interceptor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connectretry: WithMeterProvider: %w", err)
 	}
-	return &Interceptor{cfg: cfg, opts: o, rec: rec}, nil
+	return &Interceptor{cfg: cfg, opts: o, rec: rec, targets: bounded.New[string, *target](bounded.DefaultMax)}, nil
 }
 
 // Stats returns a snapshot of the retry statistics (gRFC A6) of the calls
@@ -98,7 +99,8 @@ func (i *Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) co
 }
 
 // target returns the retry state of a server name, made on first use. addr
-// is the peer's address, used unless WithServerName set a name.
+// is the peer's address, used unless WithServerName set a name. The state
+// of at most bounded.DefaultMax names is kept; see package bounded.
 func (i *Interceptor) target(addr string) *target {
 	name := i.opts.ServerName
 	if name == "" {
@@ -107,13 +109,11 @@ func (i *Interceptor) target(addr string) *target {
 	if t := i.last.Load(); t != nil && t.name == name {
 		return t
 	}
-	v, ok := i.targets.Load(name)
-	if !ok {
+	t, _ := i.targets.Get(name, func() (*target, error) {
 		t := &target{name: name}
 		t.throttle, t.err = a6.Throttle(name, i.cfg.RetryThrottling)
-		v, _ = i.targets.LoadOrStore(name, t)
-	}
-	t := v.(*target)
+		return t, nil
+	})
 	i.last.Store(t)
 	return t
 }

@@ -41,7 +41,10 @@ func WithRetriesDisabled() Option {
 // By default it is the host (or host:port) of the client's URL, as
 // connect.Peer.Addr reports it. Every interceptor of the process with the
 // same server name and throttling config shares one throttle, and so do
-// grpcretry clients whose target has that name.
+// grpcretry clients whose target has that name. An Interceptor keeps the
+// state of the 1024 server names it used most recently; one evicted and
+// used again finds the process's throttle again if another client still
+// holds it, and a full one otherwise.
 func WithServerName(name string) Option {
 	return optionFunc(func(o *options) { o.SetServerName(name) })
 }

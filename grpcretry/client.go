@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,7 +31,7 @@ type Client struct {
 	opts options
 
 	last    atomic.Pointer[target] // the target of the latest call
-	targets sync.Map               // *grpc.ClientConn -> *target
+	targets sync.Map               // weak.Pointer[grpc.ClientConn] -> *target, until the conn is collected
 
 	buffered atomic.Int64 // bytes streams keep for replay, against the total buffer limit
 
@@ -37,9 +39,11 @@ type Client struct {
 	clock rebound.Clock     // the options' clock, or the real one
 }
 
-// target is the retry state of one ClientConn.
+// target is the retry state of one ClientConn. It holds the conn weakly,
+// so that a conn the application has closed and dropped is collected, and
+// its target with it.
 type target struct {
-	cc       *grpc.ClientConn
+	cc       weak.Pointer[grpc.ClientConn]
 	uri      string            // the canonical target, for metrics and logs
 	throttle *rebound.Throttle // nil without retryThrottling
 	err      error             // why the throttle could not be made
@@ -136,19 +140,25 @@ func (c *Client) hedges() bool {
 	return false
 }
 
-// target returns the retry state of cc, made on first use.
+// target returns the retry state of cc, made on first use and dropped once
+// cc has been collected: a process that opens and closes conns keeps no
+// state for the closed ones.
 func (c *Client) target(cc *grpc.ClientConn) *target {
-	if t := c.last.Load(); t != nil && t.cc == cc {
+	if t := c.last.Load(); t != nil && t.cc.Value() == cc {
 		return t
 	}
-	v, ok := c.targets.Load(cc)
+	key := weak.Make(cc)
+	v, ok := c.targets.Load(key)
 	if !ok {
-		t := &target{cc: cc}
+		t := &target{cc: key}
 		if cc != nil {
 			t.uri = cc.CanonicalTarget()
 		}
 		t.throttle, t.err = a6.Throttle(c.serverName(cc), c.cfg.RetryThrottling)
-		v, _ = c.targets.LoadOrStore(cc, t)
+		var loaded bool
+		if v, loaded = c.targets.LoadOrStore(key, t); !loaded && cc != nil {
+			runtime.AddCleanup(cc, func(key weak.Pointer[grpc.ClientConn]) { c.targets.Delete(key) }, key)
+		}
 	}
 	t := v.(*target)
 	c.last.Store(t)

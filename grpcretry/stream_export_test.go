@@ -13,3 +13,10 @@ func Cost(m any) int {
 	}
 	return e.cost()
 }
+
+// Targets returns how many ClientConns c keeps retry state for.
+func Targets(c *Client) int {
+	n := 0
+	c.targets.Range(func(any, any) bool { n++; return true })
+	return n
+}

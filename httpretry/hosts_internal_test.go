@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/bounded"
 )
 
 // ok is a base RoundTripper that answers every request with 200 without a
@@ -24,8 +25,8 @@ func TestHostsBounded(t *testing.T) {
 		made = append(made, host)
 		return nil
 	}))
-	tr.maxHosts = 2
-	for _, host := range []string{"a", "b", "a", "c", "d", "b", "c"} {
+	tr.hosts = bounded.New[string, *host](2)
+	for _, host := range []string{"a", "b", "a", "c", "a", "b"} {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+host+"/", nil)
 		resp, err := tr.RoundTrip(req)
 		if err != nil {
@@ -33,14 +34,13 @@ func TestHostsBounded(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	// Hosts past the bound share one budget, made for the empty host.
-	if want := []string{"a", "b", ""}; !reflect.DeepEqual(made, want) {
+	// Two hosts are kept: c evicts b, the one not used since it was made
+	// (a was used again), and b comes back with a new budget.
+	if want := []string{"a", "b", "c", "b"}; !reflect.DeepEqual(made, want) {
 		t.Fatalf("budgets made for %q, want %q", made, want)
 	}
-	hc, _ := tr.hostFor("c")
-	hd, _ := tr.hostFor("d")
-	if hc != hd || hc != tr.overflow {
-		t.Fatal("hosts past the bound do not share the overflow state")
+	if n := tr.hosts.Len(); n != 2 {
+		t.Fatalf("%d hosts kept, want 2", n)
 	}
 }
 

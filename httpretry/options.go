@@ -144,9 +144,10 @@ func WithIdempotent(f func(req *http.Request) bool) Option {
 // budget. The default gives each host its own [rebound.TokenBucket] with
 // [rebound.DefaultTokenBucket]. f must be safe for concurrent use.
 //
-// Budgets are kept for at most 1024 hosts; requests to hosts beyond that
-// share one further budget, f(""), so that a client that talks to an
-// unbounded set of hosts keeps bounded state and still pays for retries.
+// Budgets are kept for the 1024 hosts used most recently, so that a client
+// that talks to an unbounded set of hosts keeps bounded state: a new host
+// evicts hosts not used since the last eviction, and an evicted host that
+// comes back gets a new budget from f.
 //
 // A [rebound.Throttle] works as in gRPC A6: every retryable failure takes a
 // token and retries stop while the throttle is at or below half full.

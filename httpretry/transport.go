@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/bounded"
 	"github.com/rebound-go/rebound/internal/observe"
 )
 
@@ -19,9 +20,6 @@ import (
 var ErrBodyNotReplayable = errors.New("httpretry: request body cannot be replayed")
 
 var errZeroTransport = errors.New("httpretry: Transport not made by NewTransport")
-
-// maxHosts bounds the hosts that get their own budget.
-const maxHosts = 1024
 
 // maxNames bounds the method and host pairs that get their own name in
 // Stats and metrics; further requests are counted under otherName.
@@ -43,13 +41,12 @@ type Transport struct {
 	// shared serves every host when budgets are not kept per host.
 	shared *host
 
-	mu       sync.Mutex // serializes adding hosts
-	hosts    sync.Map   // host name → *host
-	nhosts   int        // guarded by mu
-	maxHosts int
-	overflow *host // guarded by mu; hosts beyond maxHosts
+	// hosts holds the state of the hosts used lately, at most
+	// bounded.DefaultMax of them (see package bounded).
+	hosts *bounded.Map[string, *host]
 
-	names    sync.Map // callName → its name in Stats
+	mu       sync.Mutex // serializes adding names
+	names    sync.Map   // callName → its name in Stats
 	nnames   int      // guarded by mu
 	maxNames int
 }
@@ -103,7 +100,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	t := &Transport{base: base, cfg: newConfig(opts), maxHosts: maxHosts, maxNames: maxNames}
+	t := &Transport{base: base, cfg: newConfig(opts), hosts: bounded.New[string, *host](bounded.DefaultMax), maxNames: maxNames}
 	if t.err = t.cfg.err(); t.err != nil {
 		return t
 	}
@@ -341,38 +338,15 @@ func (t *Transport) once(ctx context.Context, r *http.Request, idempotent bool, 
 }
 
 // hostFor returns the state of the named host, adding it when new. The
-// budget factory is called once per host, under t.mu. NewTransport built
+// budget factory is called once per host (again after an eviction), under
+// the host map's lock. NewTransport built
 // the same configuration once already, so newHost fails only if a later
 // change to the core starts checking budgets.
 func (t *Transport) hostFor(name string) (*host, error) {
 	if t.shared != nil {
 		return t.shared, nil
 	}
-	if h, ok := t.hosts.Load(name); ok {
-		return h.(*host), nil
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if h, ok := t.hosts.Load(name); ok {
-		return h.(*host), nil
-	}
-	if t.nhosts >= t.maxHosts {
-		if t.overflow == nil {
-			h, err := t.newHost(t.cfg.budget(""))
-			if err != nil {
-				return nil, err
-			}
-			t.overflow = h
-		}
-		return t.overflow, nil
-	}
-	h, err := t.newHost(t.cfg.budget(name))
-	if err != nil {
-		return nil, err
-	}
-	t.hosts.Store(name, h)
-	t.nhosts++
-	return h, nil
+	return t.hosts.Get(name, func() (*host, error) { return t.newHost(t.cfg.budget(name)) })
 }
 
 func (t *Transport) newHost(b rebound.Budget) (*host, error) {

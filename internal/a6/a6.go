@@ -4,10 +4,12 @@
 package a6
 
 import (
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/serviceconfig"
@@ -99,11 +101,19 @@ type throttleKey struct {
 	ratio     int64
 }
 
-var throttles sync.Map // throttleKey -> *rebound.Throttle
+// throttles holds the throttles in use, weakly: a throttle lives while a
+// client holds it, and its entry goes when it is collected, so that a
+// process that talks to ever new server names does not keep a throttle
+// for each forever.
+var (
+	throttlesMu sync.Mutex
+	throttles   = map[throttleKey]weak.Pointer[rebound.Throttle]{}
+)
 
 // Throttle returns the process-wide throttle of a server name, made on first
 // use: A6 throttles per server name, so every client of the process that
-// targets the same name shares it. Configs that differ get their own. A nil
+// targets the same name shares it, for as long as any client holds it.
+// Configs that differ get their own. A nil
 // t returns nil (no throttling). Every config that serviceconfig.Parse
 // accepts makes a throttle (a tokenRatio that truncates to 0.000 never
 // refills it; one above maxTokens refills it at once); only a t built by
@@ -113,15 +123,28 @@ func Throttle(server string, t *serviceconfig.RetryThrottling) (*rebound.Throttl
 		return nil, nil
 	}
 	key := throttleKey{server, t.MaxTokens, t.TokenRatioMilli}
-	if v, ok := throttles.Load(key); ok {
-		return v.(*rebound.Throttle), nil
+	throttlesMu.Lock()
+	defer throttlesMu.Unlock()
+	if th := throttles[key].Value(); th != nil {
+		return th, nil
 	}
 	th, err := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: t.MaxTokens, TokenRatio: float64(t.TokenRatioMilli) / 1000})
 	if err != nil {
 		return nil, err
 	}
-	v, _ := throttles.LoadOrStore(key, th)
-	return v.(*rebound.Throttle), nil
+	throttles[key] = weak.Make(th)
+	runtime.AddCleanup(th, dropThrottle, key)
+	return th, nil
+}
+
+// dropThrottle removes the entry of a collected throttle, unless a new
+// one has taken its place.
+func dropThrottle(key throttleKey) {
+	throttlesMu.Lock()
+	defer throttlesMu.Unlock()
+	if throttles[key].Value() == nil {
+		delete(throttles, key)
+	}
 }
 
 // CountUnpoliced counts a call that no retry or hedging policy governed

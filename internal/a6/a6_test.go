@@ -2,6 +2,8 @@ package a6
 
 import (
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,4 +150,45 @@ func FuzzParsedConfigsBuild(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A throttle lives while a client holds it; then its entry goes.
+func TestThrottleReleased(t *testing.T) {
+	cfg := &serviceconfig.RetryThrottling{MaxTokens: 10, TokenRatio: 0.1, TokenRatioMilli: 100}
+	name := fmt.Sprint("a6-release-", time.Now().UnixNano())
+	held, err := Throttle(name, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		if _, err := Throttle(fmt.Sprint(name, "-", i), cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for throttleCount(name) > 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d throttles of dropped names remain", throttleCount(name)-1)
+		}
+		runtime.GC()
+		runtime.Gosched()
+	}
+	held.RecordFailure()
+	if again, _ := Throttle(name, cfg); again != held || again.Tokens() != 9000 {
+		t.Fatal("a throttle in use was not kept")
+	}
+}
+
+// throttleCount counts the registered throttles whose name starts with
+// prefix.
+func throttleCount(prefix string) int {
+	throttlesMu.Lock()
+	defer throttlesMu.Unlock()
+	n := 0
+	for k := range throttles {
+		if strings.HasPrefix(k.server, prefix) {
+			n++
+		}
+	}
+	return n
 }

@@ -1,0 +1,36 @@
+package connectretry
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/rebound-go/rebound/internal/bounded"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+// An Interceptor used with ever new hosts keeps the state of the recent
+// ones only (issue 13).
+func TestTargetsBounded(t *testing.T) {
+	cfg, err := serviceconfig.Parse([]byte(`{"retryThrottling":{"maxTokens":10,"tokenRatio":0.1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range 3 * bounded.DefaultMax {
+		if tg := i.target(fmt.Sprint("host-", n, ":443")); tg.throttle == nil {
+			t.Fatal("no throttle")
+		}
+	}
+	if n := i.targets.Len(); n > bounded.DefaultMax {
+		t.Fatalf("%d server names kept, want at most %d", n, bounded.DefaultMax)
+	}
+	// The latest host's state is kept, and found again.
+	last := fmt.Sprint("host-", 3*bounded.DefaultMax-1, ":443")
+	a, b := i.target(last), i.target("other:443")
+	if i.target(last) != a || i.target("other:443") != b {
+		t.Fatal("recent state was not kept")
+	}
+}
