@@ -32,7 +32,7 @@ type Interceptor struct {
 	err  error             // an invalid option, reported by every call
 	rec  *observe.Recorder // nil in the zero value and after an invalid option
 
-	last    atomic.Pointer[target]          // the target of the latest call
+	last    atomic.Pointer[target]        // the target of the latest call
 	targets *bounded.Map[string, *target] // by server name; nil in the zero value
 }
 

@@ -47,7 +47,7 @@ type Transport struct {
 
 	mu       sync.Mutex // serializes adding names
 	names    sync.Map   // callName → its name in Stats
-	nnames   int      // guarded by mu
+	nnames   int        // guarded by mu
 	maxNames int
 }
 
