@@ -1,6 +1,6 @@
 module github.com/rebound-go/rebound/bench
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/avast/retry-go/v5 v5.1.1

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
@@ -31,7 +32,10 @@ func lbConfig(child string) grpc.DialOption {
 // so that the child policy is connected to all of them.
 func warmUp(t *testing.T, c *grpctest.Cluster, tc testpb.TestServiceClient) {
 	t.Helper()
-	for range 100 {
+	// The child policy picks only the backends whose connections are
+	// ready, and on a loaded machine the last one may take a while.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
 		all := true
 		for _, s := range c.Servers {
 			all = all && s.Count(grpctest.UnaryCall) > 0
@@ -39,7 +43,7 @@ func warmUp(t *testing.T, c *grpctest.Cluster, tc testpb.TestServiceClient) {
 		if all {
 			return
 		}
-		_, _ = tc.UnaryCall(context.Background(), grpctest.Request("warm-up"))
+		_, _ = tc.UnaryCall(context.Background(), grpctest.Request("warm-up"), grpc.WaitForReady(true))
 	}
 	t.Fatal("not every backend answered")
 }
