@@ -27,9 +27,11 @@ type Backoff struct {
 	Proportional float64
 }
 
-// DefaultBackoff is the Smithy example strategy's backoff: ceilings of 1s,
-// 2s, 4s, … capped at 20s, full jitter.
-var DefaultBackoff = Backoff{Initial: time.Second, Max: 20 * time.Second, Multiplier: 2}
+// DefaultBackoff returns the Smithy example strategy's backoff: ceilings of
+// 1s, 2s, 4s, … capped at 20s, full jitter.
+func DefaultBackoff() Backoff {
+	return Backoff{Initial: time.Second, Max: 20 * time.Second, Multiplier: 2}
+}
 
 // Validate reports the first invalid field.
 func (b Backoff) Validate() error {

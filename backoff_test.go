@@ -76,7 +76,7 @@ func TestBackoffValidate(t *testing.T) {
 		b    rebound.Backoff
 		ok   bool
 	}{
-		{"default", rebound.DefaultBackoff, true},
+		{"default", rebound.DefaultBackoff(), true},
 		{"zero", rebound.Backoff{}, false},
 		{"negative initial", rebound.Backoff{Initial: -1, Max: time.Second, Multiplier: 2}, false},
 		{"max below initial", rebound.Backoff{Initial: time.Second, Max: time.Millisecond, Multiplier: 2}, true},

@@ -9,7 +9,7 @@ import (
 )
 
 func BenchmarkDoSuccess(b *testing.B) {
-	p, err := rebound.NewPolicy(rebound.RetryPolicy{MaxAttempts: 3, Backoff: testBackoff})
+	p, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 3, Backoff: testBackoff})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func BenchmarkDoSuccess(b *testing.B) {
 
 func BenchmarkDoRetryOnce(b *testing.B) {
 	zero := rebound.Backoff{Initial: time.Nanosecond, Max: time.Nanosecond, Multiplier: 1}
-	p, err := rebound.NewPolicy(rebound.RetryPolicy{MaxAttempts: 3, Backoff: zero}, rebound.WithRandom(zeroRand{}))
+	p, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 3, Backoff: zero}, rebound.WithRandom(zeroRand{}))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func BenchmarkThrottleParallel(b *testing.B) {
 }
 
 func BenchmarkTokenBucketParallel(b *testing.B) {
-	tb, _ := rebound.NewTokenBucket(rebound.DefaultTokenBucket)
+	tb, _ := rebound.NewTokenBucket(rebound.DefaultTokenBucket())
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
@@ -85,7 +85,7 @@ func BenchmarkTokenBucketParallel(b *testing.B) {
 }
 
 func BenchmarkHedgeSuccess(b *testing.B) {
-	h, _ := rebound.NewHedger(rebound.HedgePolicy{MaxAttempts: 3, Delay: time.Second})
+	h, _ := rebound.NewHedger(rebound.HedgingPolicy{MaxAttempts: 3, HedgingDelay: time.Second})
 	ctx := context.Background()
 	op := func(context.Context, int) (int, error) { return 1, nil }
 	b.ReportAllocs()

@@ -134,9 +134,11 @@ type TokenBucketConfig struct {
 	SuccessRefund int
 }
 
-// DefaultTokenBucket is the Smithy example bucket: 500 tokens, a retry costs
-// 5, a retry after a timeout 10, a success gives back 1.
-var DefaultTokenBucket = TokenBucketConfig{Capacity: 500, RetryCost: 5, TimeoutCost: 10, SuccessRefund: 1}
+// DefaultTokenBucket returns the Smithy example bucket: 500 tokens, a retry
+// costs 5, a retry after a timeout 10, a success gives back 1.
+func DefaultTokenBucket() TokenBucketConfig {
+	return TokenBucketConfig{Capacity: 500, RetryCost: 5, TimeoutCost: 10, SuccessRefund: 1}
+}
 
 // TokenBucket is the Smithy/AWS "standard" retry budget: a retry is made only
 // if its cost can be taken from the bucket; successes refill it. It is safe

@@ -116,7 +116,7 @@ func TestNewThrottleRejects(t *testing.T) {
 }
 
 func TestTokenBucketArithmetic(t *testing.T) {
-	b, err := rebound.NewTokenBucket(rebound.DefaultTokenBucket)
+	b, err := rebound.NewTokenBucket(rebound.DefaultTokenBucket())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestStandardWithThrottle(t *testing.T) {
 	calls := 0
 	err := rebound.Do(context.Background(), s, func(context.Context) error { calls++; return rebound.Retryable(errFlaky) })
 	// 4→3 retry, 3→2 at the threshold: refused.
-	if !errors.Is(err, rebound.ErrBudgetExhausted) || calls != 2 || th.Tokens() != 2000 {
+	if !errors.Is(err, rebound.ErrThrottled) || calls != 2 || th.Tokens() != 2000 {
 		t.Fatalf("Do = %v after %d calls, tokens %d; want budget exhausted after 2, 2000", err, calls, th.Tokens())
 	}
 }

@@ -17,7 +17,7 @@ var (
 //   - If s cannot give an initial token, op is called once, without retries,
 //     and its error returned as is.
 //   - Before each attempt Do waits the token's delay (the initial token's
-//     too) on the strategy's clock (see [Policy.Clock]; the real clock for
+//     too) on the strategy's clock (see [Retrier.Clock]; the real clock for
 //     strategies without one). It never sleeps past ctx's deadline: a delay
 //     that would reach it ends the loop with [ErrDeadline] at once.
 //   - An attempt that fails after ctx is done is not retried: the caller's
@@ -40,6 +40,10 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error) error {
 // DoValue is [Do] for an operation that returns a value. The value of the
 // successful attempt is returned; on failure the zero value.
 func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T, error)) (T, error) {
+	return doValue(ctx, &Call[T]{}, s, op)
+}
+
+func doValue[T any](ctx context.Context, c *Call[T], s Strategy, op func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if s == nil {
 		return zero, errNilStrategy
@@ -72,23 +76,23 @@ func DoValue[T any](ctx context.Context, s Strategy, op func(context.Context) (T
 	for {
 		if last != nil {
 			if ctx.Err() != nil {
-				return zero, gaveUp(ctx, last, context.Cause(ctx), attempts)
+				return zero, c.gaveUp(last, context.Cause(ctx), attempts)
 			}
 			next, rerr := s.RefreshToken(ctx, tok, last)
 			if rerr != nil {
-				return zero, gaveUp(ctx, last, rerr, attempts)
+				return zero, c.gaveUp(last, rerr, attempts)
 			}
 			if next == nil {
-				return zero, gaveUp(ctx, last, ErrInvalidToken, attempts)
+				return zero, c.gaveUp(last, errInvalidToken, attempts)
 			}
-			if o := ObserverFrom(ctx); o != nil {
-				o.Retrying(attempts, last, next.Delay())
+			if c.OnRetry != nil {
+				c.OnRetry(attempts, last, next.Delay())
 			}
 			tok = next
 		}
 		if d := tok.Delay(); d > 0 {
 			if werr := wait(ctx, clockOf(s), d); werr != nil {
-				return zero, gaveUp(ctx, last, werr, attempts)
+				return zero, c.gaveUp(last, werr, attempts)
 			}
 		}
 		attempts++
@@ -116,7 +120,7 @@ type deferredToken interface {
 // AcquireInitialToken, so it takes the general path.
 func deferred(s Strategy) deferredToken {
 	switch st := s.(type) {
-	case *Policy:
+	case *Retrier:
 		return st
 	case *Standard:
 		return st

@@ -31,11 +31,11 @@ func script(errs ...error) (func(context.Context) error, *int) {
 
 var testBackoff = rebound.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2}
 
-func newPolicy(t *testing.T, maxAttempts int, opts ...rebound.Option) (*rebound.Policy, *clocktest.Clock) {
+func newPolicy(t *testing.T, maxAttempts int, opts ...rebound.Option) (*rebound.Retrier, *clocktest.Clock) {
 	t.Helper()
 	clk := clocktest.NewAuto()
 	opts = append([]rebound.Option{rebound.WithClock(clk), rebound.WithRandom(clocktest.NewRand(0.5))}, opts...)
-	p, err := rebound.NewPolicy(rebound.RetryPolicy{MaxAttempts: maxAttempts, Backoff: testBackoff}, opts...)
+	p, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: maxAttempts, Backoff: testBackoff}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,8 +116,8 @@ func TestDoThrottleCountsFirst(t *testing.T) {
 	// 4 → 3 (retry), 3 → 2 (2 <= threshold 2: refused).
 	op, calls := script(retryable(errFlaky), retryable(errFlaky), retryable(errFlaky))
 	err := rebound.Do(context.Background(), p, op)
-	if !errors.Is(err, rebound.ErrBudgetExhausted) || *calls != 2 {
-		t.Fatalf("Do = %v after %d calls, want ErrBudgetExhausted after 2", err, *calls)
+	if !errors.Is(err, rebound.ErrThrottled) || *calls != 2 {
+		t.Fatalf("Do = %v after %d calls, want ErrThrottled after 2", err, *calls)
 	}
 	if th.Tokens() != 2000 {
 		t.Fatalf("tokens = %d, want 2000", th.Tokens())
@@ -164,8 +164,8 @@ func TestDoStandard(t *testing.T) {
 		t.Fatalf("bucket = %d, want 1", bucket.Tokens())
 	}
 	op, calls = script(retryable(errFlaky))
-	if err := rebound.Do(context.Background(), s, op); !errors.Is(err, rebound.ErrBudgetExhausted) || *calls != 1 {
-		t.Fatalf("Do = %v after %d calls, want ErrBudgetExhausted after 1", err, *calls)
+	if err := rebound.Do(context.Background(), s, op); !errors.Is(err, rebound.ErrThrottled) || *calls != 1 {
+		t.Fatalf("Do = %v after %d calls, want ErrThrottled after 1", err, *calls)
 	}
 	// Unmarked errors: client-fault and plain errors are not retried, a
 	// server-fault error is.
@@ -206,7 +206,7 @@ func TestDoDeadlineWouldPass(t *testing.T) {
 
 func TestDoCancelledDuringWait(t *testing.T) {
 	clk := clocktest.New()
-	p, _ := rebound.NewPolicy(rebound.RetryPolicy{MaxAttempts: 3, Backoff: testBackoff}, rebound.WithClock(clk))
+	p, _ := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 3, Backoff: testBackoff}, rebound.WithClock(clk))
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cause := errors.New("user gave up")
 	done := make(chan error)
@@ -271,7 +271,7 @@ func TestDoInitialToken(t *testing.T) {
 		t.Fatalf("initial delay: slept %v, want [1s]", clk.Sleeps())
 	}
 	if !errors.Is(err, rebound.ErrInvalidToken) || calls != 1 {
-		t.Fatalf("Do = %v after %d calls, want ErrInvalidToken after 1", err, calls)
+		t.Fatalf("Do = %v after %d calls, want errInvalidToken after 1", err, calls)
 	}
 	d.fail = true
 	calls = 0
@@ -342,20 +342,20 @@ func TestBadInput(t *testing.T) {
 	}
 	for name, f := range map[string]func() error{
 		"maxAttempts 0": func() error {
-			_, err := rebound.NewPolicy(rebound.RetryPolicy{MaxAttempts: 0, Backoff: testBackoff})
+			_, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 0, Backoff: testBackoff})
 			return err
 		},
 		"negative backoff": func() error {
-			_, err := rebound.NewPolicy(rebound.RetryPolicy{MaxAttempts: 2, Backoff: rebound.Backoff{Initial: -1, Max: 1, Multiplier: 2}})
+			_, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 2, Backoff: rebound.Backoff{Initial: -1, Max: 1, Multiplier: 2}})
 			return err
 		},
 		"standard maxAttempts -1": func() error { _, err := rebound.NewStandard(rebound.WithMaxAttempts(-1)); return err },
 		"nil option":              func() error { _, err := rebound.NewStandard(nil); return err },
 		"negative hedge delay": func() error {
-			_, err := rebound.NewHedger(rebound.HedgePolicy{MaxAttempts: 2, Delay: -time.Second})
+			_, err := rebound.NewHedger(rebound.HedgingPolicy{MaxAttempts: 2, HedgingDelay: -time.Second})
 			return err
 		},
-		"hedge maxAttempts 0": func() error { _, err := rebound.NewHedger(rebound.HedgePolicy{}); return err },
+		"hedge maxAttempts 0": func() error { _, err := rebound.NewHedger(rebound.HedgingPolicy{}); return err },
 	} {
 		if err := f(); err == nil {
 			t.Errorf("%s: no error", name)
@@ -374,18 +374,18 @@ func TestErrorMessage(t *testing.T) {
 // countingPolicy embeds a built-in strategy and overrides
 // AcquireInitialToken; Do must call it.
 type countingPolicy struct {
-	*rebound.Policy
+	*rebound.Retrier
 	acquired int
 }
 
 func (c *countingPolicy) AcquireInitialToken(ctx context.Context) (rebound.Token, error) {
 	c.acquired++
-	return c.Policy.AcquireInitialToken(ctx)
+	return c.Retrier.AcquireInitialToken(ctx)
 }
 
 func TestDoCallsOverriddenInitialToken(t *testing.T) {
 	p, _ := newPolicy(t, 2)
-	c := &countingPolicy{Policy: p}
+	c := &countingPolicy{Retrier: p}
 	if err := rebound.Do(context.Background(), c, func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}

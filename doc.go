@@ -10,7 +10,7 @@
 //   - [NewStandard], the Smithy/AWS "standard" strategy: exponential backoff
 //     with full jitter, a server retry-after hint as a minimum delay, and a
 //     [TokenBucket] retry budget.
-//   - [NewPolicy], the gRPC A6 retryPolicy: maxAttempts, exponential backoff
+//   - [NewRetrier], the gRPC A6 retryPolicy: maxAttempts, exponential backoff
 //     random(0, min(initial*multiplier^(n-1), max)), retryable
 //     classification, exact server pushback that resets the exponent, and an
 //     A6 [Throttle].

@@ -15,9 +15,9 @@ import (
 var (
 	// ErrAttemptsExhausted: the maximum number of attempts was made.
 	ErrAttemptsExhausted = errors.New("rebound: attempts exhausted")
-	// ErrBudgetExhausted: the retry budget (a Throttle or TokenBucket) refused
+	// ErrThrottled: the retry budget (a Throttle or TokenBucket) refused
 	// another attempt.
-	ErrBudgetExhausted = errors.New("rebound: retry budget exhausted")
+	ErrThrottled = errors.New("rebound: retry budget exhausted")
 	// ErrPushback: the server said not to retry.
 	ErrPushback = errors.New("rebound: server pushback said not to retry")
 	// ErrNotRetryable: the attempt's error is not one that may be retried.
@@ -28,9 +28,9 @@ var (
 	// ErrDeadline: waiting for the next attempt would pass the context's
 	// deadline, so it was not made.
 	ErrDeadline = errors.New("rebound: next attempt would pass the deadline")
-	// ErrInvalidToken: a token was refreshed or recorded with a strategy that
+	// errInvalidToken: a token was refreshed or recorded with a strategy that
 	// did not issue it, or a second time.
-	ErrInvalidToken = errors.New("rebound: token was not issued by this strategy or was already used")
+	errInvalidToken = errors.New("rebound: token was not issued by this strategy or was already used")
 )
 
 // Error is returned when retrying stops without success. It carries the last

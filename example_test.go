@@ -11,7 +11,7 @@ import (
 )
 
 func ExampleDo() {
-	policy, err := rebound.NewPolicy(rebound.RetryPolicy{
+	policy, err := rebound.NewRetrier(rebound.RetryPolicy{
 		MaxAttempts: 4,
 		Backoff:     rebound.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2},
 	})
@@ -65,7 +65,7 @@ func ExampleThrottle() {
 }
 
 func ExampleHedge() {
-	hedger, err := rebound.NewHedger(rebound.HedgePolicy{MaxAttempts: 3, Delay: 10 * time.Millisecond})
+	hedger, err := rebound.NewHedger(rebound.HedgingPolicy{MaxAttempts: 3, HedgingDelay: 10 * time.Millisecond})
 	if err != nil {
 		panic(err)
 	}

@@ -8,48 +8,49 @@ import (
 	"time"
 )
 
-// HedgePolicy is A6's hedgingPolicy.
-type HedgePolicy struct {
+// HedgingPolicy is A6's hedgingPolicy. The zero value is not valid:
+// MaxAttempts must be set.
+type HedgingPolicy struct {
 	// MaxAttempts counts every attempt, the original included. Must be >= 1.
 	MaxAttempts int
-	// Delay is the time between hedges; 0 sends every attempt at once.
-	Delay time.Duration
-	// DelayFunc, when set, is consulted for the delay each time a hedge is
-	// scheduled, instead of Delay (an adaptive delay, for example). It must
-	// be safe for concurrent use and return a value >= 0.
-	DelayFunc func() time.Duration
+	// HedgingDelay is the time between hedges; 0 sends every attempt at
+	// once. Must be >= 0.
+	HedgingDelay time.Duration
+	// HedgingDelayFunc, when set, is consulted for the delay each time a
+	// hedge is scheduled, instead of HedgingDelay (an adaptive delay, for
+	// example). It must be safe for concurrent use; a negative result
+	// counts as 0.
+	HedgingDelayFunc func() time.Duration
 }
 
-// Hedger runs hedged attempts with [Hedge]. An error classified [SafetyYes]
-// is non-fatal (the hedge's nonFatalStatusCodes); anything else is fatal.
-// A Hedger is safe for concurrent use.
+// Hedger runs hedged attempts with [Hedge]: it is the [Strategy] of hedging.
+// An error classified [SafetyYes] is non-fatal (the hedge's
+// nonFatalStatusCodes); anything else is fatal. A Hedger is safe for
+// concurrent use.
 type Hedger struct {
-	p HedgePolicy
+	p HedgingPolicy
 	s settings
 }
 
 // NewHedger returns a Hedger for p. [WithBudget], [WithClassifier],
 // [WithClock] and [WithMaxAttempts] apply; backoff and random options are
 // accepted and unused.
-func NewHedger(p HedgePolicy, opts ...Option) (*Hedger, error) {
-	if p.Delay < 0 {
-		return nil, fmt.Errorf("rebound: HedgePolicy.Delay must be >= 0, got %v", p.Delay)
+func NewHedger(p HedgingPolicy, opts ...Option) (*Hedger, error) {
+	if p.HedgingDelay < 0 {
+		return nil, fmt.Errorf("rebound: HedgingPolicy.HedgingDelay must be >= 0, got %v", p.HedgingDelay)
 	}
-	h := &Hedger{p: p, s: settings{maxAttempts: p.MaxAttempts, backoff: DefaultBackoff}}
+	h := &Hedger{p: p, s: settings{maxAttempts: p.MaxAttempts, backoff: DefaultBackoff()}}
 	if err := h.s.build(opts); err != nil {
 		return nil, err
 	}
 	return h, nil
 }
 
-// MaxAttempts returns the maximum number of attempts.
-func (h *Hedger) MaxAttempts() int { return h.s.maxAttempts }
-
 func (h *Hedger) delay() time.Duration {
-	if h.p.DelayFunc != nil {
-		return max(h.p.DelayFunc(), 0)
+	if h.p.HedgingDelayFunc != nil {
+		return max(h.p.HedgingDelayFunc(), 0)
 	}
-	return h.p.Delay
+	return h.p.HedgingDelay
 }
 
 type hedgeResult[T any] struct {
@@ -109,8 +110,8 @@ func Commit(ctx context.Context) bool {
 //
 //   - The first attempt starts at once; each further one after the hedging
 //     delay, while attempts remain and the budget allows (the first is
-//     always sent). A hedge the budget refuses is reported to the context's
-//     [Observer], and no further hedges are sent.
+//     always sent). After a hedge the budget refuses, no further hedges
+//     are sent.
 //   - The first success wins: every other attempt is cancelled, and Hedge
 //     returns once they have all returned.
 //   - A non-fatal failure counts against the budget and sends the next
@@ -132,6 +133,10 @@ func Commit(ctx context.Context) bool {
 // itself when its context is cancelled. No goroutine or timer started by
 // Hedge outlives the call.
 func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, attempt int) (T, error)) (T, error) {
+	return hedge(ctx, &Call[T]{}, h, op)
+}
+
+func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx context.Context, attempt int) (T, error)) (T, error) {
 	var zero T
 	if h == nil {
 		return zero, errNilHedger
@@ -148,20 +153,11 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 	st := &hedgeState{commitC: make(chan struct{}, 1)}
 	cancels := make([]context.CancelFunc, 0, maxAttempts) // attempt n's is cancels[n-1]
 	sent, running := 0, 0
-	var obs Observer // looked up once a hedge is due
-	observer := func() Observer {
-		if obs == nil {
-			obs = ObserverFrom(parent)
-		}
-		return obs
-	}
 	launch := func() {
 		sent++
 		running++
-		if sent > 1 {
-			if o := observer(); o != nil {
-				o.Hedging(sent)
-			}
+		if sent > 1 && c.OnHedge != nil {
+			c.OnHedge(sent)
 		}
 		actx, acancel := context.WithCancel(ctx)
 		cancels = append(cancels, acancel)
@@ -201,9 +197,9 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 	var arm func(d time.Duration)
 	hedge := func() {
 		if h.s.budget != nil && !h.s.budget.Allow(false) {
-			stopped, reason = true, ErrBudgetExhausted
-			if o := observer(); o != nil {
-				o.Throttled(sent + 1)
+			stopped, reason = true, ErrThrottled
+			if c.OnThrottled != nil {
+				c.OnThrottled(sent + 1)
 			}
 			return
 		}
@@ -250,7 +246,7 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 			}
 		case <-parent.Done():
 			finish()
-			return zero, gaveUp(parent, last, context.Cause(parent), sent)
+			return zero, c.gaveUp(last, context.Cause(parent), sent)
 		case r := <-results:
 			running--
 			if w := int(st.committed.Load()); w != 0 && w != r.n {
@@ -267,7 +263,7 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 			last = r.err
 			if parent.Err() != nil {
 				finish()
-				return zero, gaveUp(parent, last, context.Cause(parent), sent)
+				return zero, c.gaveUp(last, context.Cause(parent), sent)
 			}
 			info := h.s.classify(r.err)
 			// A6 counts a non-fatal failure or a pushback "stop" against
@@ -282,12 +278,12 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 				if info.ServerStop {
 					reason = ErrPushback
 				}
-				return zero, gaveUp(parent, last, reason, sent)
+				return zero, c.gaveUp(last, reason, sent)
 			}
 			if info.Committed || committed {
 				// This attempt's response had started: it is the answer.
 				finish()
-				return zero, gaveUp(parent, last, ErrCommitted, sent)
+				return zero, c.gaveUp(last, ErrCommitted, sent)
 			}
 			switch {
 			case info.ServerStop:
@@ -301,12 +297,12 @@ func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, a
 		}
 		if running == 0 {
 			if timerC == nil {
-				return zero, gaveUp(parent, last, reason, sent)
+				return zero, c.gaveUp(last, reason, sent)
 			}
 			// Only a pushback-delayed hedge is left; do not wait for it
 			// past the deadline.
 			if dl, ok := parent.Deadline(); ok && !due.Before(dl) {
-				return zero, gaveUp(parent, last, ErrDeadline, sent)
+				return zero, c.gaveUp(last, ErrDeadline, sent)
 			}
 		}
 	}

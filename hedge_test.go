@@ -23,7 +23,7 @@ type hedgeRun struct {
 	value   int
 }
 
-func startHedge(t *testing.T, ctx context.Context, p rebound.HedgePolicy, opts ...rebound.Option) *hedgeRun {
+func startHedge(t *testing.T, ctx context.Context, p rebound.HedgingPolicy, opts ...rebound.Option) *hedgeRun {
 	t.Helper()
 	r := &hedgeRun{t: t, clk: clocktest.New(), events: make(chan string, 64), done: make(chan error, 1)}
 	for i := range r.outcome {
@@ -107,7 +107,7 @@ func (r *hedgeRun) result() error {
 var hedgeDelay = 100 * time.Millisecond
 
 func TestHedgeScheduleAndWinner(t *testing.T) {
-	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 4, Delay: hedgeDelay})
+	r := startHedge(t, context.Background(), rebound.HedgingPolicy{MaxAttempts: 4, HedgingDelay: hedgeDelay})
 	r.expect("start 1")
 	r.clk.WaitPending(1)
 	r.clk.Advance(hedgeDelay - 1)
@@ -128,7 +128,7 @@ func TestHedgeScheduleAndWinner(t *testing.T) {
 
 func TestHedgeNonFatalSendsNextAtOnce(t *testing.T) {
 	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 10, TokenRatio: 1})
-	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 3, Delay: hedgeDelay}, rebound.WithBudget(th))
+	r := startHedge(t, context.Background(), rebound.HedgingPolicy{MaxAttempts: 3, HedgingDelay: hedgeDelay}, rebound.WithBudget(th))
 	r.expect("start 1")
 	r.clk.WaitPending(1)
 	r.clk.Advance(30 * time.Millisecond)
@@ -154,7 +154,7 @@ func TestHedgeNonFatalSendsNextAtOnce(t *testing.T) {
 
 func TestHedgeFatalCancelsAll(t *testing.T) {
 	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 10, TokenRatio: 1})
-	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 3, Delay: hedgeDelay}, rebound.WithBudget(th))
+	r := startHedge(t, context.Background(), rebound.HedgingPolicy{MaxAttempts: 3, HedgingDelay: hedgeDelay}, rebound.WithBudget(th))
 	r.expect("start 1")
 	r.advance(hedgeDelay)
 	r.expect("start 2")
@@ -171,7 +171,7 @@ func TestHedgeFatalCancelsAll(t *testing.T) {
 }
 
 func TestHedgePushback(t *testing.T) {
-	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 4, Delay: hedgeDelay})
+	r := startHedge(t, context.Background(), rebound.HedgingPolicy{MaxAttempts: 4, HedgingDelay: hedgeDelay})
 	r.expect("start 1")
 	r.clk.WaitCreated(1)
 	r.outcome[1] <- pushback(300 * time.Millisecond)
@@ -203,7 +203,7 @@ func TestHedgePushbackPastDeadline(t *testing.T) {
 	clk := clocktest.New()
 	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(time.Second))
 	defer cancel()
-	h, _ := rebound.NewHedger(rebound.HedgePolicy{MaxAttempts: 3, Delay: hedgeDelay}, rebound.WithClock(clk))
+	h, _ := rebound.NewHedger(rebound.HedgingPolicy{MaxAttempts: 3, HedgingDelay: hedgeDelay}, rebound.WithClock(clk))
 	_, err := rebound.Hedge(ctx, h, func(ctx context.Context, n int) (int, error) { return 0, pushback(time.Hour) })
 	if !errors.Is(err, rebound.ErrDeadline) {
 		t.Fatalf("Hedge = %v, want ErrDeadline without waiting", err)
@@ -213,17 +213,17 @@ func TestHedgePushbackPastDeadline(t *testing.T) {
 func TestHedgeThrottleBlocksHedges(t *testing.T) {
 	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 2, TokenRatio: 1})
 	th.RecordFailure() // 1 <= threshold 1: hedges refused.
-	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 3}, rebound.WithBudget(th))
+	r := startHedge(t, context.Background(), rebound.HedgingPolicy{MaxAttempts: 3}, rebound.WithBudget(th))
 	r.expect("start 1") // the first attempt is always sent
 	r.quiet()
 	r.outcome[1] <- retryable(errFlaky)
-	if err := r.result(); !errors.Is(err, rebound.ErrBudgetExhausted) {
-		t.Fatalf("Hedge = %v, want ErrBudgetExhausted", err)
+	if err := r.result(); !errors.Is(err, rebound.ErrThrottled) {
+		t.Fatalf("Hedge = %v, want ErrThrottled", err)
 	}
 }
 
 func TestHedgeZeroDelaySendsAll(t *testing.T) {
-	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 3})
+	r := startHedge(t, context.Background(), rebound.HedgingPolicy{MaxAttempts: 3})
 	r.expect("start 1", "start 2", "start 3")
 	if r.clk.Pending() != 0 {
 		t.Fatal("timer armed with zero delay")
@@ -237,7 +237,7 @@ func TestHedgeZeroDelaySendsAll(t *testing.T) {
 
 func TestHedgeCallerCancels(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := startHedge(t, ctx, rebound.HedgePolicy{MaxAttempts: 3, Delay: hedgeDelay})
+	r := startHedge(t, ctx, rebound.HedgingPolicy{MaxAttempts: 3, HedgingDelay: hedgeDelay})
 	r.expect("start 1")
 	r.advance(hedgeDelay)
 	r.expect("start 2")
@@ -253,7 +253,7 @@ func TestHedgeCallerCancels(t *testing.T) {
 
 func TestHedgeDelayFunc(t *testing.T) {
 	calls := 0
-	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 2, Delay: time.Hour, DelayFunc: func() time.Duration {
+	r := startHedge(t, context.Background(), rebound.HedgingPolicy{MaxAttempts: 2, HedgingDelay: time.Hour, HedgingDelayFunc: func() time.Duration {
 		calls++
 		return 5 * time.Millisecond
 	}})
@@ -269,7 +269,7 @@ func TestHedgeDelayFunc(t *testing.T) {
 
 func TestHedgeFatalPushbackStopCancelsAll(t *testing.T) {
 	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 10, TokenRatio: 1})
-	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 3, Delay: hedgeDelay}, rebound.WithBudget(th))
+	r := startHedge(t, context.Background(), rebound.HedgingPolicy{MaxAttempts: 3, HedgingDelay: hedgeDelay}, rebound.WithBudget(th))
 	r.expect("start 1")
 	r.advance(hedgeDelay)
 	r.expect("start 2")
@@ -292,7 +292,7 @@ func TestHedgeFatalPushbackStopCancelsAll(t *testing.T) {
 
 func TestHedgeCommittedCountsAgainstThrottle(t *testing.T) {
 	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 10, TokenRatio: 1})
-	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 3, Delay: hedgeDelay}, rebound.WithBudget(th))
+	r := startHedge(t, context.Background(), rebound.HedgingPolicy{MaxAttempts: 3, HedgingDelay: hedgeDelay}, rebound.WithBudget(th))
 	r.expect("start 1")
 	r.advance(hedgeDelay)
 	r.expect("start 2")
@@ -310,15 +310,15 @@ func TestHedgeCommittedCountsAgainstThrottle(t *testing.T) {
 // at once when nothing else is running, not wait for the deadline.
 func TestHedgeRefusedAfterPushbackReturns(t *testing.T) {
 	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 4, TokenRatio: 1})
-	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 3, Delay: hedgeDelay}, rebound.WithBudget(th))
+	r := startHedge(t, context.Background(), rebound.HedgingPolicy{MaxAttempts: 3, HedgingDelay: hedgeDelay}, rebound.WithBudget(th))
 	r.expect("start 1")
 	r.clk.WaitCreated(1)
 	th.RecordFailure() // 3 tokens; attempt 1's failure below leaves 2, at the threshold
 	r.outcome[1] <- pushback(50 * time.Millisecond)
 	r.clk.WaitCreated(2)
 	r.clk.Advance(50 * time.Millisecond)
-	if err := r.result(); !errors.Is(err, rebound.ErrBudgetExhausted) {
-		t.Fatalf("Hedge = %v, want ErrBudgetExhausted at once", err)
+	if err := r.result(); !errors.Is(err, rebound.ErrThrottled) {
+		t.Fatalf("Hedge = %v, want ErrThrottled at once", err)
 	}
 }
 
@@ -326,7 +326,7 @@ func TestHedgeRefusedAfterPushbackReturns(t *testing.T) {
 // hedge follows, and its failure is returned as committed.
 func TestHedgeCommit(t *testing.T) {
 	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 10, TokenRatio: 1})
-	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 4, Delay: hedgeDelay}, rebound.WithBudget(th))
+	r := startHedge(t, context.Background(), rebound.HedgingPolicy{MaxAttempts: 4, HedgingDelay: hedgeDelay}, rebound.WithBudget(th))
 	r.expect("start 1")
 	r.advance(hedgeDelay)
 	r.expect("start 2")
@@ -356,34 +356,12 @@ func TestHedgeCommit(t *testing.T) {
 
 // Only the first commit counts.
 func TestHedgeCommitFirstWins(t *testing.T) {
-	r := startHedge(t, context.Background(), rebound.HedgePolicy{MaxAttempts: 2})
+	r := startHedge(t, context.Background(), rebound.HedgingPolicy{MaxAttempts: 2})
 	r.expect("start 1", "start 2")
 	r.commit[1] <- struct{}{}
 	r.expect("commit 1 true", "cancel 2")
 	r.outcome[1] <- nil
 	if err := r.result(); err != nil || r.value != 1 {
 		t.Fatalf("Hedge = %d, %v, want attempt 1's value", r.value, err)
-	}
-}
-
-// A hedge the budget refuses is reported to the observer; the attempt
-// already sent may still win.
-func TestHedgeRefusedIsObserved(t *testing.T) {
-	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 2, TokenRatio: 1})
-	th.RecordFailure() // 1 <= threshold 1: hedges refused.
-	obs := &recordingObserver{}
-	r := startHedge(t, rebound.WithObserver(context.Background(), obs), rebound.HedgePolicy{MaxAttempts: 3, Delay: hedgeDelay}, rebound.WithBudget(th))
-	r.expect("start 1")
-	r.advance(hedgeDelay)
-	r.quiet()
-	r.outcome[1] <- nil
-	if err := r.result(); err != nil {
-		t.Fatal(err)
-	}
-	obs.mu.Lock()
-	got := slices.Clone(obs.events)
-	obs.mu.Unlock()
-	if !slices.Equal(got, []string{"throttled 2"}) {
-		t.Fatalf("observer saw %v, want [throttled 2]", got)
 	}
 }

@@ -2,23 +2,6 @@ package rebound
 
 import "time"
 
-// StatsBuckets are the lower bounds of A6's retry-attempt histogram: the
-// k-th retry attempt of a call is counted in the last bucket whose bound is
-// <= k, so the 1st retry lands in ">=1", the 7th in ">=5", the 42nd in
-// ">=10".
-var StatsBuckets = [8]int{1, 2, 3, 4, 5, 10, 100, 1000}
-
-// StatsBucket returns the index in [StatsBuckets] of the k-th retry attempt
-// (k >= 1; smaller k count as 1).
-func StatsBucket(k int) int {
-	for i := len(StatsBuckets) - 1; i > 0; i-- {
-		if k >= StatsBuckets[i] {
-			return i
-		}
-	}
-	return 0
-}
-
 // AttemptStats are A6's per-method statistics of retry attempts, or of
 // hedged attempts (the first attempt of a call counts as the original, each
 // further one as a retry attempt).
@@ -28,7 +11,10 @@ type AttemptStats struct {
 	// Failed is how many of them failed.
 	Failed uint64
 	// Histogram counts each attempt once, in the bucket of its ordinal
-	// within its call (see [StatsBuckets]).
+	// within its call. The buckets are A6's: >=1, >=2, >=3, >=4, >=5,
+	// >=10, >=100 and >=1000, so the 1st retry of a call counts in
+	// Histogram[0], its 7th in Histogram[4] (>=5) and its 42nd in
+	// Histogram[5] (>=10).
 	Histogram [8]uint64
 }
 

@@ -18,7 +18,7 @@ type Strategy interface {
 	// RefreshToken is called after a failed attempt with that attempt's
 	// token and error. It returns the token for the next attempt, or an
 	// error saying why there is none. A token not issued by this strategy,
-	// or already refreshed or recorded, gives [ErrInvalidToken].
+	// or already refreshed or recorded, gives [errInvalidToken].
 	RefreshToken(ctx context.Context, t Token, err error) (Token, error)
 	// RecordSuccess is called after a successful attempt with its token.
 	// The same token rules apply as for RefreshToken.
@@ -111,7 +111,7 @@ func (t *token) Attempt() int         { return t.attempt }
 func claim(owner any, t Token) (*token, error) {
 	tk, ok := t.(*token)
 	if !ok || tk == nil || tk.owner != owner || !tk.used.CompareAndSwap(false, true) {
-		return nil, ErrInvalidToken
+		return nil, errInvalidToken
 	}
 	return tk, nil
 }
@@ -136,8 +136,8 @@ type Standard struct {
 // attempts, [DefaultBackoff] and its own [TokenBucket] with
 // [DefaultTokenBucket].
 func NewStandard(opts ...Option) (*Standard, error) {
-	bucket, _ := NewTokenBucket(DefaultTokenBucket)
-	st := &Standard{s: settings{maxAttempts: 5, backoff: DefaultBackoff, budget: bucket}}
+	bucket, _ := NewTokenBucket(DefaultTokenBucket())
+	st := &Standard{s: settings{maxAttempts: 5, backoff: DefaultBackoff(), budget: bucket}}
 	if err := st.s.build(opts); err != nil {
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func (st *Standard) AcquireInitialToken(context.Context) (Token, error) {
 // (its RetryInfo safety is not "no", or it has none but is the server's
 // fault), and the budget pays for it. A retryable failure or a pushback
 // "stop" is recorded with the budget first, so an A6 [Throttle] works here
-// as it does under [Policy].
+// as it does under [Retrier].
 func (st *Standard) RefreshToken(ctx context.Context, t Token, err error) (Token, error) {
 	tk, cerr := claim(st, t)
 	if cerr != nil {
@@ -185,7 +185,7 @@ func (st *Standard) RefreshToken(ctx context.Context, t Token, err error) (Token
 		return nil, ErrDeadline
 	}
 	if st.s.budget != nil && !st.s.budget.Allow(info.Timeout) {
-		return nil, ErrBudgetExhausted
+		return nil, ErrThrottled
 	}
 	return &token{owner: st, attempt: tk.attempt + 1, delay: delay}, nil
 }
@@ -220,22 +220,22 @@ type RetryPolicy struct {
 	Backoff Backoff
 }
 
-// Policy is a [Strategy] with the semantics of A6's retryPolicy: an attempt
+// Retrier is a [Strategy] with the semantics of A6's retryPolicy: an attempt
 // is retried only when the classifier says [SafetyYes] (a retryable status
 // code), after random(0, min(initial*multiplier^(n-1), max)); a server
 // pushback (RetryInfo.HasRetryAfter) sets exactly the delay and resets the
 // exponent; a pushback "stop" (RetryInfo.ServerStop) ends the call. With a
 // [Throttle] budget every retryable failure and every pushback "stop" takes
-// a token, and retries are made only while the throttle allows. A Policy is
+// a token, and retries are made only while the throttle allows. A Retrier is
 // safe for concurrent use.
-type Policy struct {
+type Retrier struct {
 	s settings
 }
 
-// NewPolicy returns the A6 retry strategy for p; options may add a budget, a
+// NewRetrier returns the A6 retry strategy for p; options may add a budget, a
 // classifier, a clock and a random source, or override p's fields.
-func NewPolicy(p RetryPolicy, opts ...Option) (*Policy, error) {
-	pol := &Policy{s: settings{maxAttempts: p.MaxAttempts, backoff: p.Backoff}}
+func NewRetrier(p RetryPolicy, opts ...Option) (*Retrier, error) {
+	pol := &Retrier{s: settings{maxAttempts: p.MaxAttempts, backoff: p.Backoff}}
 	if err := pol.s.build(opts); err != nil {
 		return nil, err
 	}
@@ -243,7 +243,7 @@ func NewPolicy(p RetryPolicy, opts ...Option) (*Policy, error) {
 }
 
 // AcquireInitialToken returns a token for the first attempt, with no delay.
-func (p *Policy) AcquireInitialToken(context.Context) (Token, error) {
+func (p *Retrier) AcquireInitialToken(context.Context) (Token, error) {
 	return &token{owner: p, attempt: 1}, nil
 }
 
@@ -252,7 +252,7 @@ func (p *Policy) AcquireInitialToken(context.Context) (Token, error) {
 // non-retryable error, exhausted
 // attempts, a refusing budget or a delay past the deadline; otherwise admit
 // the next attempt.
-func (p *Policy) RefreshToken(ctx context.Context, t Token, err error) (Token, error) {
+func (p *Retrier) RefreshToken(ctx context.Context, t Token, err error) (Token, error) {
 	tk, cerr := claim(p, t)
 	if cerr != nil {
 		return nil, cerr
@@ -286,13 +286,13 @@ func (p *Policy) RefreshToken(ctx context.Context, t Token, err error) (Token, e
 		return nil, ErrDeadline
 	}
 	if p.s.budget != nil && !p.s.budget.Allow(info.Timeout) {
-		return nil, ErrBudgetExhausted
+		return nil, ErrThrottled
 	}
 	return next, nil
 }
 
 // RecordSuccess credits the budget.
-func (p *Policy) RecordSuccess(t Token) error {
+func (p *Retrier) RecordSuccess(t Token) error {
 	if _, err := claim(p, t); err != nil {
 		return err
 	}
@@ -303,15 +303,15 @@ func (p *Policy) RecordSuccess(t Token) error {
 }
 
 // Clock returns the policy's clock; [Do] waits on it.
-func (p *Policy) Clock() Clock { return p.s.clock }
+func (p *Retrier) Clock() Clock { return p.s.clock }
 
-func (p *Policy) firstToken() Token { return &token{owner: p, attempt: 1} }
+func (p *Retrier) firstToken() Token { return &token{owner: p, attempt: 1} }
 
-func (p *Policy) recordFirstSuccess() {
+func (p *Retrier) recordFirstSuccess() {
 	if p.s.budget != nil {
 		p.s.budget.RecordSuccess()
 	}
 }
 
 // MaxAttempts returns the maximum number of attempts.
-func (p *Policy) MaxAttempts() int { return p.s.maxAttempts }
+func (p *Retrier) MaxAttempts() int { return p.s.maxAttempts }

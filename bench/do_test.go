@@ -64,7 +64,7 @@ func (zeroRandom) Float64() float64 { return 0 }
 // doLibs lists rebound first so that benchstat compares the others with it.
 var doLibs = []doLib{
 	{"rebound", func(tb testing.TB, op func() error) func() error {
-		p, err := rebound.NewPolicy(
+		p, err := rebound.NewRetrier(
 			rebound.RetryPolicy{MaxAttempts: maxAttempts, Backoff: rebound.Backoff{Initial: time.Nanosecond, Max: time.Nanosecond, Multiplier: 1}},
 			rebound.WithRandom(zeroRandom{}),
 			rebound.WithClassifier(func(err error) rebound.RetryInfo {

@@ -42,7 +42,7 @@
 //
 //   - Backoff, maxAttempts (clamped by [WithMaxAttempts], 5 by default),
 //     retryable and non-fatal codes, and hedging delays are A6's, run by
-//     rebound's engine ([rebound.Policy], [rebound.Hedge]).
+//     rebound's engine ([rebound.Retrier], [rebound.Hedge]).
 //   - Pushback: the server's grpc-retry-pushback-ms is read from the
 //     error's metadata (connect.Error.Meta, the union of response headers
 //     and trailers, so a gRPC trailer and a Connect header both count). A
@@ -62,8 +62,7 @@
 //     *connect.Error with the last attempt's code, message, details and
 //     metadata, which unwraps to an [*Error] with the number of attempts and
 //     why retrying stopped. [CountAttempts] reports the number of attempts
-//     of any call, and a [rebound.Observer] attached to its context with
-//     [rebound.WithObserver] sees each retry, hedge and the final verdict.
+//     of any call.
 //
 // # Seeing retries
 //

@@ -18,7 +18,7 @@ import (
 // *connect.Error see the last attempt unchanged; that error unwraps to an
 // *Error, which errors.As finds to tell how many attempts ran and why
 // retrying stopped. errors.Is sees the reason: rebound.ErrAttemptsExhausted,
-// rebound.ErrBudgetExhausted, rebound.ErrPushback, rebound.ErrNotRetryable,
+// rebound.ErrThrottled, rebound.ErrPushback, rebound.ErrNotRetryable,
 // rebound.ErrDeadline, or the context's cause.
 //
 // A call made once because no policy applies returns connect's error as it

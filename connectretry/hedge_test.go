@@ -153,11 +153,11 @@ func TestHedgeThrottled(t *testing.T) {
 	cfg := hedgeConfig(t, 3, "10s", `"UNAVAILABLE"`, `,"retryThrottling":{"maxTokens":4,"tokenRatio":0.1}`)
 	c, _ := dialManual(t, srv, connectProtocol, cfg)
 	_, err := call(context.Background(), c.unary, "x")
-	if !errors.Is(err, rebound.ErrBudgetExhausted) || srv.count(unary) != 2 {
+	if !errors.Is(err, rebound.ErrThrottled) || srv.count(unary) != 2 {
 		t.Fatalf("call 1: err %v after %d attempts, want throttled after 2", err, srv.count(unary))
 	}
 	_, err = call(context.Background(), c.unary, "x")
-	if !errors.Is(err, rebound.ErrBudgetExhausted) || srv.count(unary) != 3 {
+	if !errors.Is(err, rebound.ErrThrottled) || srv.count(unary) != 3 {
 		t.Fatalf("call 2: err %v, %d attempts in all, want throttled, 3", err, srv.count(unary))
 	}
 }

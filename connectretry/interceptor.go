@@ -49,7 +49,7 @@ type target struct {
 // policyEntry is the strategy of one method config for one server name:
 // retry or hedge is set, or err.
 type policyEntry struct {
-	retry *rebound.Policy
+	retry *rebound.Retrier
 	hedge *rebound.Hedger
 	err   error
 }

@@ -136,7 +136,7 @@ func TestStatsThrottled(t *testing.T) {
 		connectretry.WithServerName(serverName(t)))
 	c := newClients(srv, connectProtocol, i)
 	for range 2 {
-		if _, err := call(context.Background(), c.unary, "x"); !errors.Is(err, rebound.ErrBudgetExhausted) {
+		if _, err := call(context.Background(), c.unary, "x"); !errors.Is(err, rebound.ErrThrottled) {
 			t.Fatalf("err %v, want throttled", err)
 		}
 	}

@@ -129,8 +129,9 @@ func (s *serverStream) Receive(msg any) error {
 		s.err = policyError(s.spec.Procedure, p.err)
 		return s.err
 	}
-	ctx := s.i.rec.Observer(s.ctx, s.spec.Procedure, t.name)
-	err := rebound.Do(ctx, p.retry, func(context.Context) error { return s.attempt(msg) })
+	d := s.i.rec.Decisions(s.ctx, s.spec.Procedure, t.name)
+	call := observe.Hooks[struct{}](&d)
+	_, err := call.Retry(s.ctx, p.retry, func(context.Context) (struct{}, error) { return struct{}{}, s.attempt(msg) })
 	if s.n != nil {
 		*s.n = s.attempts
 	}
@@ -139,9 +140,9 @@ func (s *serverStream) Receive(msg any) error {
 		if s.eof != nil {
 			why = "response ended without a message"
 		}
-		s.i.rec.Log(ctx, "rebound: committed", s.spec.Procedure, t.name, slog.Int("attempt", s.attempts), slog.String("why", why))
+		s.i.rec.Log(s.ctx, "rebound: committed", s.spec.Procedure, t.name, slog.Int("attempt", s.attempts), slog.String("why", why))
 	}
-	s.i.end(ctx, &s.tr, 0, s.spec.Procedure, t.name, false, err)
+	s.i.end(s.ctx, &s.tr, 0, s.spec.Procedure, t.name, false, err)
 	if err != nil {
 		s.err = giveUp(s.ctx, err)
 		return s.err

@@ -63,12 +63,13 @@ func (i *Interceptor) unary(ctx context.Context, next connect.UnaryFunc, req con
 		}
 		return nil, policyError(spec.Procedure, p.err)
 	}
-	ctx = i.rec.Observer(ctx, spec.Procedure, t.name)
+	d := i.rec.Decisions(ctx, spec.Procedure, t.name)
 	if p.hedge != nil {
-		return i.hedgeUnary(ctx, p.hedge, mc.HedgingPolicy.NonFatalStatusCodes, next, req, spec.Procedure, t.name, n)
+		return i.hedgeUnary(ctx, &d, p.hedge, mc.HedgingPolicy.NonFatalStatusCodes, next, req, spec.Procedure, t.name, n)
 	}
 	u := unaryCall{next: next, req: req, codes: mc.RetryPolicy.RetryableStatusCodes, clock: i.clock()}
-	resp, err := rebound.DoValue(ctx, p.retry, u.attempt)
+	call := observe.Hooks[connect.AnyResponse](&d)
+	resp, err := call.Retry(ctx, p.retry, u.attempt)
 	if n != nil {
 		*n = u.attempts
 	}
@@ -216,7 +217,7 @@ func classify(err error, codes serviceconfig.CodeSet) *attemptError {
 //
 // Hedged attempts overlap, so no delay between them is measured, and the
 // clock is not read.
-func (i *Interceptor) hedgeUnary(ctx context.Context, hd *rebound.Hedger, codes serviceconfig.CodeSet, next connect.UnaryFunc, req connect.AnyRequest, procedure, target string, n *int) (connect.AnyResponse, error) {
+func (i *Interceptor) hedgeUnary(ctx context.Context, d *observe.Decisions, hd *rebound.Hedger, codes serviceconfig.CodeSet, next connect.UnaryFunc, req connect.AnyRequest, procedure, target string, n *int) (connect.AnyResponse, error) {
 	type won struct {
 		resp connect.AnyResponse
 		req  connect.AnyRequest
@@ -234,8 +235,9 @@ func (i *Interceptor) hedgeUnary(ctx context.Context, hd *rebound.Hedger, codes 
 		}
 		return won{resp, r}, nil
 	}
-	// tr hears of a hedge the budget refuses, for Stats.
-	w, err := rebound.Hedge(hedgeContext{tr.Observe(ctx)}, hd, op)
+	d.Tracker = &tr // to hear of a hedge the budget refuses, for Stats
+	call := observe.Hooks[won](d)
+	w, err := call.Hedge(hedgeContext{ctx}, hd, op)
 	// Hedge has waited for every attempt: tr is complete.
 	if n != nil {
 		*n = tr.Attempts()

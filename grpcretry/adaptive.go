@@ -103,10 +103,10 @@ func (c *Client) adaptive(t *target, p *policyEntry, mc *serviceconfig.MethodCon
 	m := &adaptiveMethod{clock: clk, fallback: mc.HedgingPolicy.HedgingDelay}
 	m.lat.init(a, clk.Now())
 	m.cap.init(a)
-	h, err := rebound.NewHedger(rebound.HedgePolicy{
-		MaxAttempts: mc.HedgingPolicy.Attempts(c.opts.MaxAttempts),
-		Delay:       m.fallback,
-		DelayFunc:   m.delay,
+	h, err := rebound.NewHedger(rebound.HedgingPolicy{
+		MaxAttempts:      mc.HedgingPolicy.Attempts(c.opts.MaxAttempts),
+		HedgingDelay:     m.fallback,
+		HedgingDelayFunc: m.delay,
 	}, rebound.WithClassifier(rebound.Classify), rebound.WithClock(clk), rebound.WithBudget(&cappedBudget{throttle: t.throttle, cap: &m.cap}))
 	if err != nil {
 		return nil, err

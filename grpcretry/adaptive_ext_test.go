@@ -64,8 +64,8 @@ func TestAdaptiveCap(t *testing.T) {
 	for range 21 {
 		var n int
 		_, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.Attempts(&n))
-		if n == 1 && !errors.Is(err, rebound.ErrBudgetExhausted) {
-			t.Fatalf("an unhedged call ended with %v, want ErrBudgetExhausted", err)
+		if n == 1 && !errors.Is(err, rebound.ErrThrottled) {
+			t.Fatalf("an unhedged call ended with %v, want ErrThrottled", err)
 		}
 		got = append(got, n)
 	}

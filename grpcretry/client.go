@@ -53,9 +53,9 @@ type target struct {
 // policyEntry is the strategy of one method config on one target: retry or
 // hedge is set (or err).
 type policyEntry struct {
-	retry    *rebound.Policy
+	retry    *rebound.Retrier
 	hedge    *rebound.Hedger
-	once     *rebound.Policy // with hedge: for a call whose request does not fit the buffer
+	once     *rebound.Retrier // with hedge: for a call whose request does not fit the buffer
 	err      error
 	adaptive sync.Map // full method name -> *adaptiveMethod, with WithAdaptiveHedging
 }

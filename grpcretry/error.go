@@ -10,7 +10,7 @@ import (
 // that did not succeed. It is a gRPC status error: status.Code and
 // status.FromError see the last attempt's status unchanged. errors.As finds
 // it to tell how many attempts ran and why retrying stopped; errors.Is sees
-// the reason (rebound.ErrAttemptsExhausted, rebound.ErrBudgetExhausted,
+// the reason (rebound.ErrAttemptsExhausted, rebound.ErrThrottled,
 // rebound.ErrPushback, rebound.ErrNotRetryable, rebound.ErrCommitted,
 // rebound.ErrDeadline, or the context's error).
 type Error struct {

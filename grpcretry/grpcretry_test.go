@@ -209,12 +209,12 @@ func TestThrottlingAcrossCallsAndClientConns(t *testing.T) {
 	ctx := context.Background()
 	// Tokens 6, threshold 3. Call 1 on a: 6→5 retry, 5→4 retry, 4→3 stop.
 	_, err := a.UnaryCall(ctx, grpctest.Request("x"))
-	if !errors.Is(err, rebound.ErrBudgetExhausted) || srv.Count(grpctest.UnaryCall) != 3 {
+	if !errors.Is(err, rebound.ErrThrottled) || srv.Count(grpctest.UnaryCall) != 3 {
 		t.Fatalf("call 1: %v after %d attempts, want throttled after 3", err, srv.Count(grpctest.UnaryCall))
 	}
 	// Call 2 on b shares the throttle: 3→2, no retry.
 	_, err = b.UnaryCall(ctx, grpctest.Request("x"))
-	if !errors.Is(err, rebound.ErrBudgetExhausted) || srv.Count(grpctest.UnaryCall) != 4 {
+	if !errors.Is(err, rebound.ErrThrottled) || srv.Count(grpctest.UnaryCall) != 4 {
 		t.Fatalf("call 2: %v, total attempts %d, want throttled, 4", err, srv.Count(grpctest.UnaryCall))
 	}
 	// Successes add 0.5 each: 2 → 3.5 after three, above the threshold.
@@ -229,7 +229,7 @@ func TestThrottlingAcrossCallsAndClientConns(t *testing.T) {
 	// 3.5→2.5 and refused: the failure is counted before the throttle is
 	// asked, so the call makes exactly one attempt.
 	_, err = a.UnaryCall(ctx, grpctest.Request("x"))
-	if got := srv.Count(grpctest.UnaryCall) - before; got != 1 || !errors.Is(err, rebound.ErrBudgetExhausted) {
+	if got := srv.Count(grpctest.UnaryCall) - before; got != 1 || !errors.Is(err, rebound.ErrThrottled) {
 		t.Fatalf("call after recovery: %d attempts, %v", got, err)
 	}
 }

@@ -39,7 +39,7 @@ import (
 //
 // The context of every attempt carries a [distinct.Call], so that the
 // rebound_distinct balancer sends the hedges to backends not used yet.
-func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serviceconfig.MethodConfig, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int, tr *observe.Tracker) error {
+func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serviceconfig.MethodConfig, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int, tr *observe.Tracker, d *observe.Decisions) error {
 	h := &hedgedCall{method: method, req: req, cc: cc, invoker: invoker, codes: mc.HedgingPolicy.NonFatalStatusCodes}
 	h.tr = tr
 	if h.tr == nil {
@@ -66,12 +66,13 @@ func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serv
 		am.cap.deposit()
 	}
 	ctx = distinct.NewContext(ctx, &h.addrs)
-	ctx = h.tr.Observe(ctx) // to hear of a hedge the budget refuses, for Stats
 	var start time.Time
 	if am != nil {
 		start = am.clock.Now()
 	}
-	won, err := rebound.Hedge(ctx, hedger, h.attempt)
+	d.Tracker = h.tr // to hear of a hedge the budget refuses, for Stats
+	call := observe.Hooks[*hedgeAttempt](d)
+	won, err := call.Hedge(ctx, hedger, h.attempt)
 	if n != nil {
 		*n = int(h.sent.Load())
 	}

@@ -507,7 +507,7 @@ func TestHedgeThrottle(t *testing.T) {
 	// 4 tokens, threshold 2: both hedges go; three failures take 3.
 	call(3, rebound.ErrAttemptsExhausted, 1000)
 	// At or below the threshold the first attempt still goes, alone.
-	call(1, rebound.ErrBudgetExhausted, 0)
+	call(1, rebound.ErrThrottled, 0)
 	srv.SetHandlers(grpctest.Handlers{})
 	call(1, nil, 1000)
 	call(1, nil, 2000)

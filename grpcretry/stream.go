@@ -14,6 +14,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/grpcretry/distinct"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -82,15 +83,19 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		cancel()
 		return nil, status.Error(codes.Internal, "grpcretry: "+method+": "+p.err.Error())
 	}
-	callCtx = c.rec.Observer(callCtx, method, t.uri)
-	s := &clientStream{c: c, desc: desc, cc: cc, method: method, target: t.uri, streamer: streamer, out: n, parent: callCtx, cancelCall: cancel}
+	s := &clientStream{c: c, desc: desc, cc: cc, method: method, target: t.uri, streamer: streamer, out: n, parent: callCtx, cancelCall: cancel,
+		dec: c.rec.Decisions(callCtx, method, t.uri)}
 	s.cond.L = &s.mu
 	s.opts, s.wb = splitWriteBack(opts)
 	s.ctx, s.cancelCtx = context.WithCancel(callCtx)
 	if p.hedge != nil {
-		s.hedger, s.clock, s.codes = p.hedge, p.hedge.Clock(), mc.HedgingPolicy.NonFatalStatusCodes
+		s.hedger = &hedging{maxAttempts: mc.HedgingPolicy.Attempts(c.opts.MaxAttempts), delay: mc.HedgingPolicy.HedgingDelay}
+		if t.throttle != nil {
+			s.hedger.budget = t.throttle
+		}
+		s.clock, s.codes = c.clock, mc.HedgingPolicy.NonFatalStatusCodes
 		s.ctx = distinct.NewContext(s.ctx, &s.addrs)
-		s.events = make(chan attemptEnd, p.hedge.MaxAttempts())
+		s.events = make(chan attemptEnd, s.hedger.maxAttempts)
 		s.commitCh = make(chan struct{})
 	} else {
 		tok, err := p.retry.AcquireInitialToken(callCtx)
@@ -183,8 +188,9 @@ type clientStream struct {
 	wb       writeBack             // filled once, when the call ends
 	out      *int                  // the caller's Attempts
 	codes    serviceconfig.CodeSet // retryable, or non-fatal under hedging
-	policy   *rebound.Policy       // exactly one of policy and hedger is set
-	hedger   *rebound.Hedger
+	policy   *rebound.Retrier      // exactly one of policy and hedger is set
+	hedger   *hedging
+	dec      observe.Decisions // logs the call's decisions
 	clock    rebound.Clock
 	addrs    distinct.Call   // hedging: the backends the attempts went to
 	events   chan attemptEnd // hedging: attempts that failed, for hedgeLoop

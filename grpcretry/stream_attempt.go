@@ -308,9 +308,7 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 		s.finish(a, err, rerr)
 		return false
 	}
-	if o := rebound.ObserverFrom(s.parent); o != nil {
-		o.Retrying(a.n, err, next.Delay())
-	}
+	s.dec.Retry(a.n, err, next.Delay())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done {
@@ -325,7 +323,7 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 // hedgeVerdict charges a failed hedge to the budget as rebound.Hedge does,
 // and returns why a committed hedged call that failed with info ends.
 func (s *clientStream) hedgeVerdict(info rebound.RetryInfo) error {
-	if b := s.hedger.Budget(); b != nil && (info.Safety == rebound.SafetyYes || info.ServerStop) {
+	if b := s.hedger.budget; b != nil && (info.Safety == rebound.SafetyYes || info.ServerStop) {
 		b.RecordFailure()
 	}
 	switch {
@@ -350,7 +348,7 @@ func (s *clientStream) succeeded(a *attempt) {
 		// The attempt succeeded; a strategy that rejects its own token
 		// cannot change that.
 		_ = s.policy.RecordSuccess(tok)
-	} else if b := s.hedger.Budget(); b != nil {
+	} else if b := s.hedger.budget; b != nil {
 		b.RecordSuccess()
 	}
 	s.finish(a, io.EOF, nil)
@@ -414,9 +412,7 @@ func (s *clientStream) record(err, reason error) {
 	default:
 		call.FailedLater = max(n-1, 0)
 		call.Reason = reason
-		if o := rebound.ObserverFrom(s.parent); o != nil {
-			o.GaveUp(n, err, reason)
-		}
+		s.dec.GaveUp(n, err, reason)
 	}
 	s.c.rec.End(s.parent, &call)
 }

@@ -13,6 +13,15 @@ import (
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
+// hedging is the hedgingPolicy of a streaming call, as the client holds
+// it to: A6's maxAttempts (clamped), hedgingDelay, and the throttle of the
+// server name (nil without one). Adaptive hedging is for unary calls.
+type hedging struct {
+	maxAttempts int
+	delay       time.Duration
+	budget      rebound.Budget
+}
+
 // attemptEnd is a hedged attempt that failed before the call committed.
 type attemptEnd struct {
 	a   *attempt
@@ -29,7 +38,7 @@ type attemptEnd struct {
 // ends.
 func (s *clientStream) hedgeLoop() {
 	h := s.hedger
-	maxAttempts, budget := h.MaxAttempts(), h.Budget()
+	maxAttempts, budget := h.maxAttempts, h.budget
 	var (
 		timer   rebound.Timer
 		timerC  <-chan time.Time
@@ -54,9 +63,7 @@ func (s *clientStream) hedgeLoop() {
 		sent++
 		running++
 		if n > 1 {
-			if o := rebound.ObserverFrom(s.parent); o != nil {
-				o.Hedging(n)
-			}
+			s.dec.Hedge(n)
 		}
 		go s.hedgeAttempt(n)
 		return true
@@ -66,15 +73,13 @@ func (s *clientStream) hedgeLoop() {
 	var arm func(d time.Duration)
 	hedge := func() {
 		if budget != nil && !budget.Allow(false) {
-			stopped, reason = true, rebound.ErrBudgetExhausted
+			stopped, reason = true, rebound.ErrThrottled
 			s.throttled.Store(true)
-			if o := rebound.ObserverFrom(s.parent); o != nil {
-				o.Throttled(sent + 1)
-			}
+			s.dec.Throttled(sent + 1)
 			return
 		}
 		if launch() {
-			arm(h.Delay())
+			arm(h.delay)
 		}
 	}
 	arm = func(d time.Duration) {
@@ -94,7 +99,7 @@ func (s *clientStream) hedgeLoop() {
 	if !launch() {
 		return
 	}
-	arm(h.Delay())
+	arm(h.delay)
 	var (
 		last    *attempt // the attempt that failed last, and how
 		lastErr error

@@ -230,7 +230,7 @@ func TestHedgedStreamRefusedAfterPushback(t *testing.T) {
 	}
 	clk.Advance(50 * time.Millisecond)
 	_, err = recvBodies(st)
-	wantGaveUp(t, err, codes.Unavailable, 1, rebound.ErrBudgetExhausted)
+	wantGaveUp(t, err, codes.Unavailable, 1, rebound.ErrThrottled)
 }
 
 // TestHedgeOverflowKeepsAttemptWithMostMessages overflows the buffer of a

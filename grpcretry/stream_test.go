@@ -493,7 +493,7 @@ func TestStreamPushbackAndThrottling(t *testing.T) {
 		{"pushback delay", pushback("", "250"), "", 3, []time.Duration{50 * time.Millisecond, 250 * time.Millisecond}, rebound.ErrAttemptsExhausted},
 		{"pushback stop", pushback("-1"), "", 1, nil, rebound.ErrPushback},
 		// Tokens 4, threshold 2: 4→3 retry, 3→2 refused.
-		{"throttled", pushback(), `,"retryThrottling":{"maxTokens":4,"tokenRatio":0.1}`, 2, []time.Duration{50 * time.Millisecond}, rebound.ErrBudgetExhausted},
+		{"throttled", pushback(), `,"retryThrottling":{"maxTokens":4,"tokenRatio":0.1}`, 2, []time.Duration{50 * time.Millisecond}, rebound.ErrThrottled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := grpctest.Start(t, tc.h)

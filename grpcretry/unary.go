@@ -57,17 +57,17 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	if p.err != nil {
 		return status.Error(codes.Internal, "grpcretry: "+method+": "+p.err.Error())
 	}
-	ctx = c.rec.Observer(ctx, method, t.uri)
+	d := c.rec.Decisions(ctx, method, t.uri)
 	ctx, tr := c.callTracker(ctx)
 	// A6 "Memory Management": a request that does not fit the buffer is
 	// sent once, committed from the start.
 	size, fits := c.reserveRequest(req, opts)
 	defer c.release(size)
 	if p.hedge != nil && fits {
-		return c.hedged(ctx, t, p, mc, method, req, reply, cc, invoker, opts, n, tr)
+		return c.hedged(ctx, t, p, mc, method, req, reply, cc, invoker, opts, n, tr, &d)
 	}
 	var (
-		strategy *rebound.Policy
+		strategy *rebound.Retrier
 		codes    serviceconfig.CodeSet
 	)
 	if p.hedge != nil {
@@ -80,7 +80,8 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	u := unaryCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, md: md, codes: codes, c: c, tr: tr, unbuffered: !fits}
 	u.opts = append(md.buf[:0], opts...)
 	u.opts = append(u.opts, grpc.Header(&md.header), grpc.Trailer(&md.trailer))
-	err := rebound.Do(ctx, strategy, u.attempt)
+	call := observe.Hooks[struct{}](&d)
+	_, err := call.Retry(ctx, strategy, u.attempt)
 	if n != nil {
 		*n = u.attempts
 	}
@@ -174,7 +175,7 @@ type attemptMD struct {
 }
 
 // attempt makes one attempt of a retried call.
-func (u *unaryCall) attempt(ctx context.Context) error {
+func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	u.attempts++
 	switch {
 	case u.attempts > 1:
@@ -186,7 +187,7 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 	u.md.header, u.md.trailer = nil, nil
 	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, u.opts...)
 	if err == nil {
-		return nil
+		return struct{}{}, nil
 	}
 	u.last = err
 	retryable := u.codes.Has(serviceconfig.Code(status.Code(err)))
@@ -198,7 +199,7 @@ func (u *unaryCall) attempt(ctx context.Context) error {
 		u.tr.Start(time.Time{})
 	}
 	u.tr.Failed(u.attempts, info, u.c.now())
-	return rebound.Mark(err, info)
+	return struct{}{}, rebound.Mark(err, info)
 }
 
 // result turns the engine's verdict into the call's error.

@@ -67,8 +67,10 @@ func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing
 		}
 		return resp, nil
 	}
-	// tr hears of a hedge the budget refuses, for Stats.
-	resp, err := rebound.Hedge(tr.Observe(ctx), hd, op)
+	d := t.rec.Decisions(ctx, name, target)
+	d.Tracker = &tr // to hear of a hedge the budget refuses, for Stats
+	call := observe.Hooks[*http.Response](&d)
+	resp, err := call.Hedge(ctx, hd, op)
 	t.end(ctx, &tr, 0, name, target, true, err)
 	if err != nil {
 		var se *statusError

@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"reflect"
@@ -19,6 +20,9 @@ func (ok) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Request: req}, nil
 }
 
+// The Transport keeps the state of a bounded number of hosts; an evicted
+// host that comes back gets a new budget. (Which hosts are evicted is
+// package bounded's to test.)
 func TestHostsBounded(t *testing.T) {
 	var made []string
 	tr := NewTransport(ok{}, WithBudget(func(host string) rebound.Budget {
@@ -26,22 +30,40 @@ func TestHostsBounded(t *testing.T) {
 		return nil
 	}))
 	tr.hosts = bounded.New[string, *host](2)
-	for _, host := range []string{"a", "b", "a", "c", "a", "b"} {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+host+"/", nil)
+	get := func(name string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, "http://"+name+"/", nil)
 		resp, err := tr.RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 	}
-	// Two hosts are kept: c evicts b, the one not used since it was made
-	// (a was used again), and b comes back with a new budget.
-	if want := []string{"a", "b", "c", "b"}; !reflect.DeepEqual(made, want) {
-		t.Fatalf("budgets made for %q, want %q", made, want)
+	absent := errors.New("absent")
+	kept := func(name string) bool {
+		_, err := tr.hosts.Get(name, func() (*host, error) { return nil, absent })
+		return err == nil
+	}
+	hosts := []string{"a", "b", "c", "d", "e"}
+	for _, name := range hosts {
+		get(name)
 	}
 	if n := tr.hosts.Len(); n != 2 {
 		t.Fatalf("%d hosts kept, want 2", n)
 	}
+	if !reflect.DeepEqual(made, hosts) {
+		t.Fatalf("budgets made for %q, want one per host: %q", made, hosts)
+	}
+	for _, name := range hosts {
+		if !kept(name) {
+			get(name)
+			if made[len(made)-1] != name {
+				t.Fatalf("budgets made for %q: none for %s's return", made, name)
+			}
+			return
+		}
+	}
+	t.Fatal("no host was evicted")
 }
 
 func TestNamesBounded(t *testing.T) {

@@ -49,7 +49,7 @@ type config struct {
 	idempotent    func(*http.Request) bool
 	budget        func(host string) rebound.Budget
 	strategy      rebound.Strategy
-	hedge         *rebound.HedgePolicy
+	hedge         *rebound.HedgingPolicy
 	clock         rebound.Clock
 	random        rebound.Random
 	maxBuffered   int64
@@ -191,7 +191,7 @@ func WithHedging(delay time.Duration, maxAttempts int) Option {
 		case maxAttempts < 1:
 			c.fail("WithHedging", "maxAttempts must be >= 1, got %d", maxAttempts)
 		default:
-			c.hedge = &rebound.HedgePolicy{MaxAttempts: maxAttempts, Delay: delay}
+			c.hedge = &rebound.HedgingPolicy{MaxAttempts: maxAttempts, HedgingDelay: delay}
 		}
 	})
 }
@@ -274,7 +274,7 @@ func WithLogger(l *slog.Logger) Option {
 func newConfig(opts []Option) *config {
 	c := &config{
 		maxAttempts:   DefaultMaxAttempts,
-		backoff:       rebound.DefaultBackoff,
+		backoff:       rebound.DefaultBackoff(),
 		retryAfterCap: DefaultRetryAfterCap,
 		idempotent:    Idempotent,
 		budget:        defaultBudget,
@@ -300,7 +300,7 @@ func newConfig(opts []Option) *config {
 func (c *config) err() error { return errors.Join(c.errs...) }
 
 func defaultBudget(string) rebound.Budget {
-	b, _ := rebound.NewTokenBucket(rebound.DefaultTokenBucket)
+	b, _ := rebound.NewTokenBucket(rebound.DefaultTokenBucket())
 	return b
 }
 

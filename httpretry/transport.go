@@ -90,7 +90,7 @@ type host struct {
 // with its body unread and a nil error, as http.Client expects of a
 // RoundTripper. Otherwise the error says why retrying stopped: it unwraps
 // to a [*rebound.Error], and errors.Is finds the reason
-// ([rebound.ErrAttemptsExhausted], [rebound.ErrBudgetExhausted],
+// ([rebound.ErrAttemptsExhausted], [rebound.ErrThrottled],
 // [rebound.ErrNotRetryable], [rebound.ErrDeadline], [ErrBodyNotReplayable]
 // or the context's cause) and the last attempt's error.
 //
@@ -149,7 +149,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	idempotent := t.cfg.idempotent(req)
 	name, target := t.name(req.Method, req.URL.Host)
-	ctx := t.rec.Observer(req.Context(), name, target)
+	ctx := req.Context()
 	if !out.replayable() {
 		return t.once(ctx, out.first, idempotent, name, target)
 	}
@@ -162,7 +162,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.hedge(ctx, h.hedger, &out, name, target)
 	}
 	c := &call{t: t, out: out, idempotent: idempotent, clock: h.retry.clock, name: name, target: target}
-	resp, err := rebound.DoValue(ctx, h.retry, c.attempt)
+	d := t.rec.Decisions(ctx, name, target)
+	call := observe.Hooks[*http.Response](&d)
+	resp, err := call.Retry(ctx, h.retry, c.attempt)
 	t.end(ctx, c.tr, c.sent, name, target, false, err)
 	if err != nil {
 		return t.gaveUp(ctx, err)

@@ -585,7 +585,7 @@ func TestNoBudget(t *testing.T) {
 func TestWithStrategy(t *testing.T) {
 	srv := newServer(t, script(503))
 	clk := clocktest.NewAuto()
-	policy, err := rebound.NewPolicy(rebound.RetryPolicy{MaxAttempts: 2, Backoff: rebound.DefaultBackoff},
+	policy, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 2, Backoff: rebound.DefaultBackoff()},
 		rebound.WithClock(clk), rebound.WithRandom(clocktest.NewRand(0.25)))
 	if err != nil {
 		t.Fatal(err)
@@ -625,7 +625,7 @@ func TestDoesNotModifyRequest(t *testing.T) {
 }
 
 func TestInvalidOptions(t *testing.T) {
-	policy, err := rebound.NewPolicy(rebound.RetryPolicy{MaxAttempts: 2, Backoff: rebound.DefaultBackoff})
+	policy, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 2, Backoff: rebound.DefaultBackoff()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -647,7 +647,7 @@ func TestInvalidOptions(t *testing.T) {
 		{[]httpretry.Option{httpretry.WithMeterProvider(nil)}, "httpretry: WithMeterProvider: nil MeterProvider"},
 		{[]httpretry.Option{httpretry.WithLogger(nil)}, "httpretry: WithLogger: nil Logger"},
 		{[]httpretry.Option{nil}, "httpretry: opts[0]: nil Option"},
-		{[]httpretry.Option{httpretry.WithStrategy(policy), httpretry.WithBackoff(rebound.DefaultBackoff)}, "httpretry: WithStrategy: cannot be combined with WithBackoff, which configures the built-in strategy"},
+		{[]httpretry.Option{httpretry.WithStrategy(policy), httpretry.WithBackoff(rebound.DefaultBackoff())}, "httpretry: WithStrategy: cannot be combined with WithBackoff, which configures the built-in strategy"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			tr := httpretry.NewTransport(nil, tc.opts...)

@@ -293,7 +293,7 @@ func call(ctx context.Context, tc testpb.TestServiceClient, timeout time.Duratio
 	r.ok = status.Code(err) == codes.OK
 	var ge *grpcretry.Error
 	if errors.As(err, &ge) {
-		r.throttled = errors.Is(ge.Reason, rebound.ErrBudgetExhausted)
+		r.throttled = errors.Is(ge.Reason, rebound.ErrThrottled)
 		r.pushback = errors.Is(ge.Reason, rebound.ErrPushback)
 	}
 	return r

@@ -172,11 +172,11 @@ type Settings struct {
 	Random      rebound.Random // nil: the default source
 }
 
-// Strategies builds the strategy of a method config: a rebound.Policy for a
+// Strategies builds the strategy of a method config: a rebound.Retrier for a
 // retryPolicy or a rebound.Hedger for a hedgingPolicy (both nil for
 // neither), with throttle as budget when not nil. Errors are possible only
 // for configs built by hand.
-func Strategies(mc *serviceconfig.MethodConfig, throttle *rebound.Throttle, s Settings) (*rebound.Policy, *rebound.Hedger, error) {
+func Strategies(mc *serviceconfig.MethodConfig, throttle *rebound.Throttle, s Settings) (*rebound.Retrier, *rebound.Hedger, error) {
 	opts := []rebound.Option{rebound.WithClassifier(rebound.Classify)}
 	if throttle != nil {
 		opts = append(opts, rebound.WithBudget(throttle))
@@ -189,15 +189,15 @@ func Strategies(mc *serviceconfig.MethodConfig, throttle *rebound.Throttle, s Se
 	}
 	switch {
 	case mc.RetryPolicy != nil:
-		p, err := rebound.NewPolicy(rebound.RetryPolicy{
+		p, err := rebound.NewRetrier(rebound.RetryPolicy{
 			MaxAttempts: mc.RetryPolicy.Attempts(s.MaxAttempts),
 			Backoff:     Backoff(mc.RetryPolicy),
 		}, opts...)
 		return p, nil, err
 	case mc.HedgingPolicy != nil:
-		h, err := rebound.NewHedger(rebound.HedgePolicy{
-			MaxAttempts: mc.HedgingPolicy.Attempts(s.MaxAttempts),
-			Delay:       mc.HedgingPolicy.HedgingDelay,
+		h, err := rebound.NewHedger(rebound.HedgingPolicy{
+			MaxAttempts:  mc.HedgingPolicy.Attempts(s.MaxAttempts),
+			HedgingDelay: mc.HedgingPolicy.HedgingDelay,
 		}, opts...)
 		return nil, h, err
 	}
@@ -207,7 +207,7 @@ func Strategies(mc *serviceconfig.MethodConfig, throttle *rebound.Throttle, s Se
 // Once returns the strategy of a call under a hedgingPolicy that may not be
 // hedged (its request does not fit the replay buffer): one attempt, whose
 // failure the throttle counts as it counts a hedge's.
-func Once(throttle *rebound.Throttle, s Settings) *rebound.Policy {
+func Once(throttle *rebound.Throttle, s Settings) *rebound.Retrier {
 	opts := []rebound.Option{rebound.WithClassifier(rebound.Classify)}
 	if throttle != nil {
 		opts = append(opts, rebound.WithBudget(throttle))
@@ -215,7 +215,7 @@ func Once(throttle *rebound.Throttle, s Settings) *rebound.Policy {
 	if s.Clock != nil {
 		opts = append(opts, rebound.WithClock(s.Clock))
 	}
-	p, _ := rebound.NewPolicy(rebound.RetryPolicy{MaxAttempts: 1, Backoff: rebound.DefaultBackoff}, opts...)
+	p, _ := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 1, Backoff: rebound.DefaultBackoff()}, opts...)
 	return p
 }
 

@@ -43,6 +43,23 @@ var (
 		0.08, 0.1, 0.13, 0.16, 0.2, 0.25, 0.3, 0.4, 0.5, 0.65, 0.8, 1, 2, 5, 10, 20, 50, 100}
 )
 
+// Buckets are the lower bounds of A6's retry-attempt histogram: the k-th
+// retry attempt of a call is counted in the last bucket whose bound is
+// <= k, so the 1st retry lands in ">=1", the 7th in ">=5", the 42nd in
+// ">=10".
+var Buckets = [8]int{1, 2, 3, 4, 5, 10, 100, 1000}
+
+// Bucket returns the index in [Buckets] of the k-th retry attempt (k >= 1;
+// smaller k count as 1).
+func Bucket(k int) int {
+	for i := len(Buckets) - 1; i > 0; i-- {
+		if k >= Buckets[i] {
+			return i
+		}
+	}
+	return 0
+}
+
 // Call is what a front door learned about one call, recorded at its end.
 type Call struct {
 	Method, Target string
@@ -131,7 +148,7 @@ func (a *attemptCounters) add(attempts, failed int) {
 	a.attempts.Add(uint64(attempts))
 	a.failed.Add(uint64(failed))
 	for k := 1; k <= attempts; k++ {
-		a.histogram[rebound.StatsBucket(k)].Add(1)
+		a.histogram[Bucket(k)].Add(1)
 	}
 }
 
@@ -164,7 +181,7 @@ func (r *Recorder) End(ctx context.Context, c *Call) {
 	} else {
 		m.retries.add(later, c.FailedLater)
 	}
-	throttled := c.Throttled || errors.Is(c.Reason, rebound.ErrBudgetExhausted)
+	throttled := c.Throttled || errors.Is(c.Reason, rebound.ErrThrottled)
 	stopped := errors.Is(c.Reason, rebound.ErrPushback)
 	if c.Transparent > 0 {
 		m.transparent.Add(uint64(c.Transparent))
@@ -226,14 +243,37 @@ func (r *Recorder) Stats() rebound.Stats {
 	return s
 }
 
-// Observer returns ctx with a [rebound.Observer] that logs each decision of
-// the call at debug level, when r has a logger that logs at that level;
-// otherwise ctx unchanged.
-func (r *Recorder) Observer(ctx context.Context, method, target string) context.Context {
-	if r == nil || r.logger == nil || !r.logger.Enabled(ctx, slog.LevelDebug) {
-		return ctx
+// Decisions is what one call's retry loop tells its decision log and its
+// tracker, as rebound.Call hooks (see [Hooks]) or, for a loop of a front
+// door's own, by calling its methods. The zero value tells nothing.
+type Decisions struct {
+	ctx            context.Context
+	log            *slog.Logger // nil unless r logs at debug level
+	method, target string
+	// Tracker, when set, notes a hedge the budget refused.
+	Tracker *Tracker
+}
+
+// Decisions returns the decisions of one call, logged when r logs at debug
+// level.
+func (r *Recorder) Decisions(ctx context.Context, method, target string) Decisions {
+	d := Decisions{ctx: ctx, method: method, target: target}
+	if r != nil && r.logger != nil && r.logger.Enabled(ctx, slog.LevelDebug) {
+		d.log = r.logger
 	}
-	return rebound.WithObserver(ctx, &logObserver{ctx: ctx, l: r.logger, method: method, target: target, next: rebound.ObserverFrom(ctx)})
+	return d
+}
+
+// Active reports whether anything hears d.
+func (d *Decisions) Active() bool { return d.log != nil || d.Tracker != nil }
+
+// Hooks returns the rebound.Call that tells d, or a Call without hooks
+// when nothing hears d: then it costs nothing.
+func Hooks[T any](d *Decisions) rebound.Call[T] {
+	if !d.Active() {
+		return rebound.Call[T]{}
+	}
+	return rebound.Call[T]{OnRetry: d.Retry, OnHedge: d.Hedge, OnThrottled: d.Throttled, OnGiveUp: d.GaveUp}
 }
 
 // Log writes one debug record about a decision the front door made itself
@@ -245,63 +285,58 @@ func (r *Recorder) Log(ctx context.Context, msg, method, target string, attrs ..
 	r.logger.LogAttrs(ctx, slog.LevelDebug, msg, append([]slog.Attr{slog.String("method", method), slog.String("target", target)}, attrs...)...)
 }
 
-// logObserver logs each decision, then tells the observer the caller had
-// attached, if any.
-type logObserver struct {
-	ctx            context.Context
-	l              *slog.Logger
-	method, target string
-	next           rebound.Observer
+func (d *Decisions) logf(msg string, attrs ...slog.Attr) {
+	if d.log != nil {
+		d.log.LogAttrs(d.ctx, slog.LevelDebug, msg, append([]slog.Attr{slog.String("method", d.method), slog.String("target", d.target)}, attrs...)...)
+	}
 }
 
-func (o *logObserver) log(msg string, attrs ...slog.Attr) {
-	o.l.LogAttrs(o.ctx, slog.LevelDebug, msg, append([]slog.Attr{slog.String("method", o.method), slog.String("target", o.target)}, attrs...)...)
-}
-
-func (o *logObserver) Retrying(attempt int, err error, delay time.Duration) {
+// Retry: attempt failed with err, and the next follows after delay.
+func (d *Decisions) Retry(attempt int, err error, delay time.Duration) {
+	if d.log == nil {
+		return
+	}
 	attrs := []slog.Attr{slog.Int("attempt", attempt), slog.Duration("delay", delay), slog.String("error", err.Error())}
 	if info := rebound.Classify(err); info.HasRetryAfter {
-		o.log("rebound: retry scheduled, obeying server pushback", attrs...)
+		d.logf("rebound: retry scheduled, obeying server pushback", attrs...)
 	} else {
-		o.log("rebound: retry scheduled", attrs...)
-	}
-	if o.next != nil {
-		o.next.Retrying(attempt, err, delay)
+		d.logf("rebound: retry scheduled", attrs...)
 	}
 }
 
-func (o *logObserver) Hedging(attempt int) {
-	o.log("rebound: hedge sent", slog.Int("attempt", attempt))
-	if o.next != nil {
-		o.next.Hedging(attempt)
-	}
+// Hedge: hedged attempt number attempt is being sent.
+func (d *Decisions) Hedge(attempt int) {
+	d.logf("rebound: hedge sent", slog.Int("attempt", attempt))
 }
 
-func (o *logObserver) Throttled(attempt int) {
-	o.log("rebound: throttled, hedge not sent", slog.Int("attempt", attempt))
-	if o.next != nil {
-		o.next.Throttled(attempt)
+// Throttled: the budget refused hedged attempt number attempt.
+func (d *Decisions) Throttled(attempt int) {
+	if d.Tracker != nil {
+		d.Tracker.Throttled()
 	}
+	d.logf("rebound: throttled, hedge not sent", slog.Int("attempt", attempt))
 }
 
-func (o *logObserver) GaveUp(attempts int, err, reason error) {
+// GaveUp: no further attempt follows attempts attempts; err is the last
+// one's error and reason why retrying stopped.
+func (d *Decisions) GaveUp(attempts int, err, reason error) {
+	if d.log == nil {
+		return
+	}
 	attrs := []slog.Attr{slog.Int("attempts", attempts), slog.String("reason", reasonText(reason))}
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
 	msg := "rebound: gave up"
 	switch {
-	case errors.Is(reason, rebound.ErrBudgetExhausted):
+	case errors.Is(reason, rebound.ErrThrottled):
 		msg = "rebound: throttled, gave up"
 	case errors.Is(reason, rebound.ErrPushback):
 		msg = "rebound: server pushback said stop, gave up"
 	case errors.Is(reason, rebound.ErrCommitted):
 		msg = "rebound: committed, gave up"
 	}
-	o.log(msg, attrs...)
-	if o.next != nil {
-		o.next.GaveUp(attempts, err, reason)
-	}
+	d.logf(msg, attrs...)
 }
 
 func reasonText(err error) string {
@@ -321,11 +356,7 @@ func reasonText(err error) string {
 // of hedged attempts at once. Delay is measured only between sequential
 // retries (a hedged call always has an attempt in flight, except while a
 // pushback holds the next hedge back, which is not counted).
-//
-// A Tracker is also a [rebound.Observer] (see [Tracker.Observe]), so that it
-// hears of a hedge the budget refused.
 type Tracker struct {
-	next         rebound.Observer // the observer the call had before Observe
 	mu           sync.Mutex
 	throttled    bool
 	transparent  int
@@ -364,43 +395,11 @@ func (t *Tracker) Failed(attempt int, info rebound.RetryInfo, now time.Time) {
 	t.lastFail = now
 }
 
-// Observe returns ctx with t as its [rebound.Observer]; t passes every
-// event on to the observer ctx had.
-func (t *Tracker) Observe(ctx context.Context) context.Context {
-	t.next = rebound.ObserverFrom(ctx)
-	return rebound.WithObserver(ctx, t)
-}
-
-// Retrying passes the event on.
-func (t *Tracker) Retrying(attempt int, err error, delay time.Duration) {
-	if t.next != nil {
-		t.next.Retrying(attempt, err, delay)
-	}
-}
-
-// Hedging passes the event on.
-func (t *Tracker) Hedging(attempt int) {
-	if t.next != nil {
-		t.next.Hedging(attempt)
-	}
-}
-
-// Throttled notes that the budget refused an attempt, and passes the event
-// on.
-func (t *Tracker) Throttled(attempt int) {
+// Throttled notes that the budget refused a hedge.
+func (t *Tracker) Throttled() {
 	t.mu.Lock()
 	t.throttled = true
 	t.mu.Unlock()
-	if t.next != nil {
-		t.next.Throttled(attempt)
-	}
-}
-
-// GaveUp passes the event on.
-func (t *Tracker) GaveUp(attempts int, err, reason error) {
-	if t.next != nil {
-		t.next.GaveUp(attempts, err, reason)
-	}
 }
 
 // Transparent notes a transparent retry.

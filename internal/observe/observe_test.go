@@ -25,7 +25,7 @@ func TestStatsBuckets(t *testing.T) {
 		{Method: "/a.S/M", Attempts: 4, FailedLater: 2},
 		{Method: "/a.S/M", Attempts: 13, FailedLater: 12, Reason: rebound.ErrAttemptsExhausted},
 		{Method: "/a.S/H", Attempts: 3, Hedged: true, FailedLater: 1, Pushbacks: 1},
-		{Method: "/a.S/H", Attempts: 1, Hedged: true, Reason: rebound.ErrBudgetExhausted},
+		{Method: "/a.S/H", Attempts: 1, Hedged: true, Reason: rebound.ErrThrottled},
 		{Method: "/a.S/H", Attempts: 1, Hedged: true, Reason: rebound.ErrPushback, Delay: time.Second},
 	} {
 		r.End(ctx, &c)
@@ -46,7 +46,7 @@ func TestStatsBuckets(t *testing.T) {
 
 func TestStatsBucketOrdinals(t *testing.T) {
 	for k, want := range map[int]int{0: 0, 1: 0, 2: 1, 4: 3, 5: 4, 9: 4, 10: 5, 99: 5, 100: 6, 999: 6, 1000: 7, 5000: 7} {
-		if got := rebound.StatsBucket(k); got != want {
+		if got := Bucket(k); got != want {
 			t.Errorf("StatsBucket(%d) = %d, want %d", k, got, want)
 		}
 	}
@@ -61,9 +61,9 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	r.End(ctx, &Call{Method: "/a.S/M", Target: "dns:///x:1", Attempts: 1})                                                     // nothing recorded
-	r.End(ctx, &Call{Method: "/a.S/M", Target: "dns:///x:1", Attempts: 3, Delay: 250 * time.Millisecond})                      // 2 retries
-	r.End(ctx, &Call{Method: "/a.S/M", Target: "dns:///x:1", Attempts: 2, Transparent: 1, Reason: rebound.ErrBudgetExhausted}) // throttled
+	r.End(ctx, &Call{Method: "/a.S/M", Target: "dns:///x:1", Attempts: 1})                                               // nothing recorded
+	r.End(ctx, &Call{Method: "/a.S/M", Target: "dns:///x:1", Attempts: 3, Delay: 250 * time.Millisecond})                // 2 retries
+	r.End(ctx, &Call{Method: "/a.S/M", Target: "dns:///x:1", Attempts: 2, Transparent: 1, Reason: rebound.ErrThrottled}) // throttled
 	r.End(ctx, &Call{Method: "/a.S/H", Target: "dns:///x:1", Attempts: 4, Hedged: true, Reason: rebound.ErrPushback})
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {
@@ -126,14 +126,15 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-func TestObserverLogs(t *testing.T) {
+func TestDecisionLogs(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r, _ := New(nil, logger, "test")
-	ctx := r.Observer(context.Background(), "/a.S/M", "x:1")
-	p, _ := rebound.NewPolicy(rebound.RetryPolicy{MaxAttempts: 3, Backoff: rebound.Backoff{Initial: time.Nanosecond, Max: time.Nanosecond, Multiplier: 1}})
+	d := r.Decisions(context.Background(), "/a.S/M", "x:1")
+	call := Hooks[struct{}](&d)
+	p, _ := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 3, Backoff: rebound.Backoff{Initial: time.Nanosecond, Max: time.Nanosecond, Multiplier: 1}})
 	errBusy := errors.New("busy")
-	_ = rebound.Do(ctx, p, func(context.Context) error { return rebound.Retryable(errBusy) })
+	_, _ = call.Retry(context.Background(), p, func(context.Context) (struct{}, error) { return struct{}{}, rebound.Retryable(errBusy) })
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 3 {
 		t.Fatalf("%d log records, want 3:\n%s", len(lines), buf.String())
@@ -146,9 +147,10 @@ func TestObserverLogs(t *testing.T) {
 	if !strings.Contains(lines[2], `reason="attempts exhausted"`) || !strings.Contains(lines[2], "attempts=3") {
 		t.Errorf("gave-up record lacks why: %q", lines[2])
 	}
-	// Without debug logging no observer is attached.
+	// Without debug logging nothing hears the decisions: no hooks.
 	quiet, _ := New(nil, slog.New(slog.NewTextHandler(&buf, nil)), "test")
-	if c := quiet.Observer(context.Background(), "m", "t"); c != context.Background() {
-		t.Fatal("observer attached though debug logging is off")
+	qd := quiet.Decisions(context.Background(), "m", "t")
+	if c := Hooks[struct{}](&qd); qd.Active() || c.OnRetry != nil || c.OnGiveUp != nil {
+		t.Fatal("hooks set though debug logging is off")
 	}
 }

@@ -188,15 +188,15 @@ func strategy(c Config, p Policy, opts []rebound.Option) (rebound.Strategy, erro
 	switch p {
 	case NoRetries:
 		rp.MaxAttempts = 1
-		return rebound.NewPolicy(rp, opts...)
+		return rebound.NewRetrier(rp, opts...)
 	case Naive:
-		return rebound.NewPolicy(rp, opts...)
+		return rebound.NewRetrier(rp, opts...)
 	case Throttled:
 		t, err := rebound.NewThrottle(c.Throttle)
 		if err != nil {
 			return nil, err
 		}
-		return rebound.NewPolicy(rp, append(opts, rebound.WithBudget(t))...)
+		return rebound.NewRetrier(rp, append(opts, rebound.WithBudget(t))...)
 	case Bucket:
 		b, err := rebound.NewTokenBucket(c.Bucket)
 		if err != nil {
@@ -323,7 +323,7 @@ func (e *engine) answer(r int32, ok bool) error {
 		e.schedule(e.now+next.Delay(), sendAttempt, false, r)
 	case errors.Is(err, rebound.ErrAttemptsExhausted):
 		e.res.Exhausted++
-	case errors.Is(err, rebound.ErrBudgetExhausted):
+	case errors.Is(err, rebound.ErrThrottled):
 		e.res.Throttled++
 	case errors.Is(err, rebound.ErrDeadline):
 		e.res.PastDeadline++

@@ -128,10 +128,10 @@ var DefaultConfig = Config{
 	OutageCapacity: 0,
 	Seed:           1,
 	MaxAttempts:    5,
-	Backoff:        rebound.DefaultBackoff,
+	Backoff:        rebound.DefaultBackoff(),
 	Deadline:       10 * time.Second,
 	Throttle:       rebound.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1},
-	Bucket:         rebound.DefaultTokenBucket,
+	Bucket:         rebound.DefaultTokenBucket(),
 }
 
 // FieldError reports an invalid [Config] field.
