@@ -5,8 +5,9 @@ import (
 	"errors"
 	"net"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/rebound-go/rebound/internal/errtext"
 )
 
 // Reasons why retrying stopped. The [*Error] returned by [Do], [DoValue] and
@@ -48,25 +49,8 @@ type Error struct {
 	Attempts int
 }
 
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("rebound: gave up after ")
-	b.WriteString(strconv.Itoa(e.Attempts))
-	if e.Attempts == 1 {
-		b.WriteString(" attempt (")
-	} else {
-		b.WriteString(" attempts (")
-	}
-	if e.Reason != nil {
-		b.WriteString(strings.TrimPrefix(e.Reason.Error(), "rebound: "))
-	}
-	b.WriteString(")")
-	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
-	}
-	return b.String()
-}
+// Error returns "rebound: gave up after N attempts (reason): last error".
+func (e *Error) Error() string { return errtext.GaveUp("rebound", e.Attempts, e.Reason, e.Err) }
 
 // Unwrap returns the last attempt's error and the reason.
 func (e *Error) Unwrap() []error {

@@ -75,7 +75,7 @@ func hedgingConfig(b testing.TB) *serviceconfig.Config {
 // p99.9.
 func BenchmarkTail(b *testing.B) {
 	srv := tailServer(b)
-	adaptive := grpcretry.DefaultAdaptiveHedging // 5% extra load: about p95
+	adaptive := grpcretry.DefaultAdaptiveHedging() // 5% extra load: about p95
 	for _, bc := range []struct {
 		name string
 		dial []grpc.DialOption
@@ -128,7 +128,7 @@ func run(b *testing.B, tc testpb.TestServiceClient, n int) ([]time.Duration, int
 			for range next {
 				var k int
 				start := time.Now()
-				_, err := tc.UnaryCall(context.Background(), req, grpcretry.Attempts(&k))
+				_, err := tc.UnaryCall(context.Background(), req, grpcretry.CountAttempts(&k))
 				d := time.Since(start)
 				if err != nil {
 					b.Error(err)

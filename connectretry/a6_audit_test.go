@@ -100,9 +100,9 @@ func TestCancelledDuringBackoff(t *testing.T) {
 			if connect.CodeOf(err) != connect.CodeCanceled || !errors.Is(err, context.Canceled) {
 				t.Fatalf("err = %v, want canceled with context.Canceled", err)
 			}
-			var re *connectretry.Error
+			var re *rebound.Error
 			if !errors.As(err, &re) || re.Attempts != 1 {
-				t.Fatalf("err = %#v, want a *connectretry.Error after 1 attempt", err)
+				t.Fatalf("err = %#v, want a *rebound.Error after 1 attempt", err)
 			}
 		})
 	}

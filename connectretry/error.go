@@ -9,65 +9,44 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound"
 )
 
-// Error tells why a call that a retry or hedging policy governed failed. The
-// call itself returns a *connect.Error with the last attempt's code,
-// message, details and metadata, so connect.CodeOf and errors.As with a
-// *connect.Error see the last attempt unchanged; that error unwraps to an
-// *Error, which errors.As finds to tell how many attempts ran and why
-// retrying stopped. errors.Is sees the reason: rebound.ErrAttemptsExhausted,
+// callError builds the error of a call that a retry or hedging policy
+// governed and that failed: a *connect.Error with the last attempt's code,
+// message, details and metadata, so that connect.CodeOf and errors.As with
+// a *connect.Error see the last attempt's unchanged (a handler that passes
+// it on passes on the server's error, not rebound's account). It unwraps
+// to the [rebound.Error] that says why retrying stopped, which errors.As
+// finds (the number of attempts, the reason, the last attempt's error) and
+// through which errors.Is sees the reason: rebound.ErrAttemptsExhausted,
 // rebound.ErrThrottled, rebound.ErrPushback, rebound.ErrNotRetryable,
 // rebound.ErrDeadline, or the context's cause.
 //
 // A call made once because no policy applies returns connect's error as it
-// is, without an Error.
-type Error struct {
-	// Err is the last attempt's error: a *connect.Error unless an
-	// interceptor between this one and the network returned another kind.
-	Err error
-	// Attempts is the number of attempts made, hedges included.
-	Attempts int
-	// Reason says why no further attempt was made.
-	Reason error
-}
-
-// Error returns the last attempt's error text followed by the retry
-// summary, like "unavailable: busy (connectretry: 3 attempts, attempts
-// exhausted)".
-func (e *Error) Error() string {
-	return a6.ErrorText("connectretry", e.Err, e.Attempts, e.Reason)
-}
-
-// Unwrap returns the last attempt's error and the reason.
-func (e *Error) Unwrap() []error {
-	if e.Reason == nil {
-		return []error{e.Err}
+// is.
+func callError(last error, attempts int, reason error) *connect.Error {
+	re := &rebound.Error{Err: last, Attempts: attempts, Reason: reason}
+	code := connect.CodeUnknown
+	var lastCE *connect.Error
+	if errors.As(last, &lastCE) {
+		code = lastCE.Code()
 	}
-	return []error{e.Err, e.Reason}
-}
-
-// connectError returns the *connect.Error a call returns for e. Its
-// message is the last attempt's, so that the error reads as connect's own.
-func (e *Error) connectError() *connect.Error {
-	code, msg := connect.CodeUnknown, e.Err.Error()
-	var last *connect.Error
-	if errors.As(e.Err, &last) {
-		code, msg = last.Code(), last.Message()
+	inner := &lastMessage{re: re, msg: last.Error()}
+	if lastCE != nil {
+		inner.msg = lastCE.Message()
 	}
-	inner := &lastMessage{msg: msg, err: e}
 	var out *connect.Error
-	if connect.IsWireError(e.Err) {
+	if connect.IsWireError(last) {
 		out = connect.NewWireError(code, inner)
 	} else {
 		out = connect.NewError(code, inner)
 	}
-	if last != nil {
-		for _, d := range last.Details() {
+	if lastCE != nil {
+		for _, d := range lastCE.Details() {
 			out.AddDetail(d)
 		}
-		if meta := last.Meta(); len(meta) > 0 {
+		if meta := lastCE.Meta(); len(meta) > 0 {
 			maps.Copy(out.Meta(), meta)
 		}
 	}
@@ -75,14 +54,14 @@ func (e *Error) connectError() *connect.Error {
 }
 
 // lastMessage carries the last attempt's message to the *connect.Error a
-// call returns, and unwraps to the *Error.
+// call returns, and unwraps to the rebound.Error.
 type lastMessage struct {
+	re  *rebound.Error
 	msg string
-	err *Error
 }
 
 func (m *lastMessage) Error() string { return m.msg }
-func (m *lastMessage) Unwrap() error { return m.err }
+func (m *lastMessage) Unwrap() error { return m.re }
 
 type attemptsKey struct{}
 

@@ -93,7 +93,7 @@ func TestHedgeNonFatalSendsNextAtOnce(t *testing.T) {
 	// the one before failed with a non-fatal code.
 	c, _ := dialManual(t, srv, protocols[1], hedgeConfig(t, 3, "10s", `"UNAVAILABLE"`, ""))
 	_, err := call(context.Background(), c.unary, "x")
-	var re *connectretry.Error
+	var re *rebound.Error
 	if !errors.As(err, &re) || re.Attempts != 3 || !errors.Is(err, rebound.ErrAttemptsExhausted) || connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Fatalf("err %v, want unavailable after 3 attempts, attempts exhausted", err)
 	}

@@ -82,16 +82,21 @@ func (i *Interceptor) Stats() rebound.Stats { return i.rec.Stats() }
 //	client := pingv1connect.NewPingServiceClient(httpClient, url,
 //		connect.WithInterceptors(connectretry.NewInterceptor(cfg)))
 //
-// An invalid option does not panic: every client call through the
-// interceptor then fails with connect.CodeInternal and an error naming the
-// option, without reaching the server. Use [New] to see the error up front.
-func NewInterceptor(cfg *serviceconfig.Config, opts ...Option) connect.Interceptor {
+// An invalid option does not panic: [Interceptor.Err] reports it, and every
+// client call through the interceptor fails with connect.CodeInternal and
+// the error, which names the option, without reaching the server. [New]
+// returns the error instead.
+func NewInterceptor(cfg *serviceconfig.Config, opts ...Option) *Interceptor {
 	i, err := New(cfg, opts...)
 	if err != nil {
 		return &Interceptor{err: err}
 	}
 	return i
 }
+
+// Err returns the error of the first invalid option given to
+// [NewInterceptor], or nil.
+func (i *Interceptor) Err() error { return i.err }
 
 // WrapStreamingHandler returns next: retries are a client matter.
 func (i *Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {

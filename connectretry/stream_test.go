@@ -96,7 +96,7 @@ func TestServerStreamNotRetriedAfterFirstMessage(t *testing.T) {
 			if !slices.Equal(got, []string{"first"}) || connect.CodeOf(err) != connect.CodeUnavailable {
 				t.Fatalf("received %q, %v; want the first message, then unavailable", got, err)
 			}
-			var re *connectretry.Error
+			var re *rebound.Error
 			if errors.As(err, &re) {
 				t.Fatalf("a committed stream's error should be connect's own, got %v", re)
 			}
@@ -117,7 +117,7 @@ func TestServerStreamGivesUp(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, err := receiveAll(t, st)
-			var re *connectretry.Error
+			var re *rebound.Error
 			if len(got) != 0 || !errors.As(err, &re) || re.Attempts != 3 || !errors.Is(err, rebound.ErrAttemptsExhausted) {
 				t.Fatalf("received %q, %v; want nothing, 3 attempts, exhausted", got, err)
 			}

@@ -309,7 +309,7 @@ func giveUp(ctx context.Context, err error) error {
 		// between attempts: its code is the call's.
 		last = contextError(ctx)
 	}
-	return (&Error{Err: last, Attempts: re.Attempts, Reason: re.Reason}).connectError()
+	return callError(last, re.Attempts, re.Reason)
 }
 
 // contextError is the error of a call whose context ended before any

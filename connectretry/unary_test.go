@@ -56,9 +56,9 @@ func TestNotRetryableCode(t *testing.T) {
 			if connect.CodeOf(err) != connect.CodeInvalidArgument || srv.count(unary) != 1 {
 				t.Fatalf("err %v after %d attempts, want invalid_argument after 1", err, srv.count(unary))
 			}
-			var re *connectretry.Error
+			var re *rebound.Error
 			if !errors.As(err, &re) || re.Attempts != 1 || !errors.Is(err, rebound.ErrNotRetryable) {
-				t.Fatalf("err %v: want *connectretry.Error with 1 attempt, not retryable", err)
+				t.Fatalf("err %v: want *rebound.Error with 1 attempt, not retryable", err)
 			}
 			if len(clk.Sleeps()) != 0 {
 				t.Fatal("slept before giving up")
@@ -101,11 +101,11 @@ func TestErrorCarriesLastAttempt(t *testing.T) {
 			if !connect.IsWireError(err) {
 				t.Fatal("the server's error is no longer a wire error")
 			}
-			var re *connectretry.Error
+			var re *rebound.Error
 			if !errors.As(err, &re) || re.Attempts != 3 || !errors.Is(err, rebound.ErrAttemptsExhausted) {
 				t.Fatalf("err %v: want 3 attempts, attempts exhausted", err)
 			}
-			want := "unavailable: attempt 3 fails (connectretry: 3 attempts, attempts exhausted)"
+			want := "rebound: gave up after 3 attempts (attempts exhausted): unavailable: attempt 3 fails"
 			if re.Error() != want {
 				t.Fatalf("Error() = %q, want %q", re.Error(), want)
 			}
@@ -324,7 +324,7 @@ func TestRetriesDisabled(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeUnavailable || n != 1 || srv.count(unary) != 1 {
 		t.Fatalf("err %v, attempts %d, server %d; want one unavailable attempt", err, n, srv.count(unary))
 	}
-	var re *connectretry.Error
+	var re *rebound.Error
 	if errors.As(err, &re) {
 		t.Fatal("a call without retries should return connect's error as is")
 	}

@@ -120,9 +120,9 @@ func TestCancelledDuringBackoff(t *testing.T) {
 			if status.Code(err) != codes.Canceled || !errors.Is(err, context.Canceled) {
 				t.Fatalf("err = %v, want CANCELLED with context.Canceled", err)
 			}
-			var re *grpcretry.Error
+			var re *rebound.Error
 			if !errors.As(err, &re) || re.Attempts != 1 {
-				t.Fatalf("err = %#v, want a *grpcretry.Error after 1 attempt", err)
+				t.Fatalf("err = %#v, want a *rebound.Error after 1 attempt", err)
 			}
 		})
 	}

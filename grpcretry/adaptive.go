@@ -53,11 +53,13 @@ type AdaptiveHedging struct {
 	Burst int
 }
 
-// DefaultAdaptiveHedging hedges at about the 95th percentile of the last 30
-// seconds' latencies once 100 calls have succeeded, and sends at most 5
-// hedges per 100 calls, with up to 100 saved up: enough for a run of slow
-// calls.
-var DefaultAdaptiveHedging = AdaptiveHedging{MaxExtraLoad: 0.05, Window: 30 * time.Second, MinSamples: 100, Burst: 100}
+// DefaultAdaptiveHedging returns settings that hedge at about the 95th
+// percentile of the last 30 seconds' latencies once 100 calls have
+// succeeded, and send at most 5 hedges per 100 calls, with up to 100 saved
+// up: enough for a run of slow calls.
+func DefaultAdaptiveHedging() AdaptiveHedging {
+	return AdaptiveHedging{MaxExtraLoad: 0.05, Window: 30 * time.Second, MinSamples: 100, Burst: 100}
+}
 
 func (a AdaptiveHedging) validate() error {
 	switch {

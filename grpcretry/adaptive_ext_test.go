@@ -63,7 +63,7 @@ func TestAdaptiveCap(t *testing.T) {
 	var got []int
 	for range 21 {
 		var n int
-		_, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.Attempts(&n))
+		_, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n))
 		if n == 1 && !errors.Is(err, rebound.ErrThrottled) {
 			t.Fatalf("an unhedged call ended with %v, want ErrThrottled", err)
 		}
@@ -85,7 +85,7 @@ func TestAdaptiveCap(t *testing.T) {
 }
 
 func TestAdaptiveInvalidOptions(t *testing.T) {
-	d := grpcretry.DefaultAdaptiveHedging
+	d := grpcretry.DefaultAdaptiveHedging()
 	for _, tc := range []struct {
 		field  string
 		mutate func(*grpcretry.AdaptiveHedging)

@@ -165,7 +165,7 @@ func TestAdaptiveDelay(t *testing.T) {
 }
 
 func BenchmarkLatencyRecord(b *testing.B) {
-	w := newWindow(DefaultAdaptiveHedging, time.Now())
+	w := newWindow(DefaultAdaptiveHedging(), time.Now())
 	now := time.Now()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -179,7 +179,8 @@ func BenchmarkLatencyRecord(b *testing.B) {
 
 func BenchmarkAdaptiveDelay(b *testing.B) {
 	m := &adaptiveMethod{clock: rebound.RealClock(), fallback: time.Second}
-	m.lat.init(&DefaultAdaptiveHedging, time.Now())
+	a := DefaultAdaptiveHedging()
+	m.lat.init(&a, time.Now())
 	for i := range 1000 {
 		m.lat.record(time.Now(), time.Duration(i)*time.Microsecond)
 	}
@@ -192,7 +193,7 @@ func BenchmarkAdaptiveDelay(b *testing.B) {
 }
 
 func BenchmarkLatencyQuantile(b *testing.B) {
-	w := newWindow(DefaultAdaptiveHedging, time.Now())
+	w := newWindow(DefaultAdaptiveHedging(), time.Now())
 	for i := range 1000 {
 		w.record(time.Now(), time.Duration(i)*time.Microsecond)
 	}

@@ -10,25 +10,24 @@ import (
 	"github.com/rebound-go/rebound/internal/a6"
 )
 
-// AttemptsCallOption is the [grpc.CallOption] made by [Attempts].
-type AttemptsCallOption struct {
+// countAttempts is the call option of [CountAttempts].
+type countAttempts struct {
 	grpc.EmptyCallOption
-	// N receives the number of attempts the call made.
-	N *int
+	n *int
 }
 
-// Attempts returns a call option that stores in *n how many attempts the
-// call made, hedges included, once it returns (1 when it was not retried).
-// For a stream, *n is set when the stream ends: it is valid once RecvMsg
-// has returned an error (io.EOF included) or the response of a call that is
-// not server-streaming (CloseAndRecv has returned), or once opening the
-// stream failed.
-func Attempts(n *int) grpc.CallOption { return AttemptsCallOption{N: n} }
+// CountAttempts returns a call option that stores in *n how many attempts
+// the call made, hedges included, once it returns (1 when it was not
+// retried). For a stream, *n is set when the stream ends: it is valid once
+// RecvMsg has returned an error (io.EOF included) or the response of a
+// call that is not server-streaming (CloseAndRecv has returned), or once
+// opening the stream failed.
+func CountAttempts(n *int) grpc.CallOption { return countAttempts{n: n} }
 
 func attemptsOut(opts []grpc.CallOption) *int {
 	for _, o := range opts {
-		if a, ok := o.(AttemptsCallOption); ok && a.N != nil {
-			return a.N
+		if a, ok := o.(countAttempts); ok && a.n != nil {
+			return a.n
 		}
 	}
 	return nil

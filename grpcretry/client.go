@@ -86,20 +86,38 @@ func New(cfg *serviceconfig.Config, opts ...Option) (*Client, error) {
 // name. It is safe for concurrent use.
 func (c *Client) Stats() rebound.Stats { return c.rec.Stats() }
 
+// installed maps each ClientConn that has made a call through a Client to
+// that Client, for StatsOf, until the conn is collected.
+var installed sync.Map // weak.Pointer[grpc.ClientConn] -> *Client
+
+// StatsOf returns the retry statistics of the Client installed on cc, by
+// [DialOptions] or [Client.DialOptions]: what [Client.Stats] returns, for
+// the conns made with the one-liner. A Client installed on several conns
+// counts the calls of all of them. Before the first call through cc, or
+// for a conn without rebound, the result is empty. It is safe for
+// concurrent use.
+func StatsOf(cc *grpc.ClientConn) rebound.Stats {
+	if v, ok := installed.Load(weak.Make(cc)); ok {
+		return v.(*Client).Stats()
+	}
+	return rebound.Stats{}
+}
+
 // DialOptions installs rebound's retries on a ClientConn in one line:
 //
 //	conn, err := grpc.NewClient(target, append(grpcretry.DialOptions(cfg), creds)...)
 //
-// It returns the unary and stream interceptors of a [Client] for cfg and
-// grpc.WithDisableRetry(), so that grpc-go's own retries never stack on
-// rebound's. An invalid option does not panic: every call through the
-// returned interceptors then fails with codes.Internal and the option's
-// error; use [New] to see the error up front.
+// It returns what [Client.DialOptions] returns for a [Client] of cfg. An
+// invalid option does not panic: grpc.NewClient fails with an error that
+// names it, and should a later grpc.WithDefaultServiceConfig hide that
+// error, every call fails with codes.Internal and the option's error. [New]
+// returns the error instead.
 func DialOptions(cfg *serviceconfig.Config, opts ...Option) []grpc.DialOption {
 	c, err := New(cfg, opts...)
 	if err != nil {
 		fail := status.Error(codes.Internal, err.Error())
 		return []grpc.DialOption{
+			failNewClient(err),
 			grpc.WithDisableRetry(),
 			grpc.WithChainUnaryInterceptor(func(context.Context, string, any, any, *grpc.ClientConn, grpc.UnaryInvoker, ...grpc.CallOption) error {
 				return fail
@@ -157,7 +175,11 @@ func (c *Client) target(cc *grpc.ClientConn) *target {
 		t.throttle, t.err = a6.Throttle(c.serverName(cc), c.cfg.RetryThrottling)
 		var loaded bool
 		if v, loaded = c.targets.LoadOrStore(key, t); !loaded && cc != nil {
-			runtime.AddCleanup(cc, func(key weak.Pointer[grpc.ClientConn]) { c.targets.Delete(key) }, key)
+			installed.Store(key, c)
+			runtime.AddCleanup(cc, func(key weak.Pointer[grpc.ClientConn]) {
+				c.targets.Delete(key)
+				installed.CompareAndDelete(key, c)
+			}, key)
 		}
 	}
 	t := v.(*target)

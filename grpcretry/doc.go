@@ -22,7 +22,7 @@
 // never processed still happen below these interceptors; they count against
 // neither maxAttempts nor the throttle.
 //
-// A call's attempts are reported by the [Attempts] call option, and a
-// failed call returns an [*Error] that is the last attempt's status and
+// A call's attempts are reported by the [CountAttempts] call option, and a
+// failed call returns an error that is the last attempt's status and
 // says why retrying stopped.
 package grpcretry

@@ -61,7 +61,7 @@ func ExampleDialOptions() {
 	defer conn.Close()
 
 	var attempts int
-	_, err = testpb.NewTestServiceClient(conn).UnaryCall(context.Background(), &testpb.SimpleRequest{}, grpcretry.Attempts(&attempts))
+	_, err = testpb.NewTestServiceClient(conn).UnaryCall(context.Background(), &testpb.SimpleRequest{}, grpcretry.CountAttempts(&attempts))
 	fmt.Println(err, attempts)
 	// Output: <nil> 3
 }

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -70,7 +72,7 @@ func TestRetryUntilSuccess(t *testing.T) {
 	srv := grpctest.Start(t, failFirst(2, codes.Unavailable))
 	tc, clk := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""))
 	var n int
-	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.Attempts(&n)); err != nil {
+	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n)); err != nil {
 		t.Fatal(err)
 	}
 	if got := previous(srv.Attempts(grpctest.UnaryCall)); !slices.Equal(got, []int{-1, 1, 2}) {
@@ -105,9 +107,9 @@ func TestNotRetryableCode(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument || srv.Count(grpctest.UnaryCall) != 1 {
 		t.Fatalf("err %v after %d attempts, want InvalidArgument after 1", err, srv.Count(grpctest.UnaryCall))
 	}
-	var ge *grpcretry.Error
+	var ge *rebound.Error
 	if !errors.As(err, &ge) || ge.Attempts != 1 || !errors.Is(err, rebound.ErrNotRetryable) {
-		t.Fatalf("err %v: want *grpcretry.Error with 1 attempt, not retryable", err)
+		t.Fatalf("err %v: want *rebound.Error with 1 attempt, not retryable", err)
 	}
 	if len(clk.Sleeps()) != 0 {
 		t.Fatal("slept before giving up")
@@ -122,11 +124,11 @@ func TestAttemptsExhaustedError(t *testing.T) {
 	if !ok || st.Code() != codes.Unavailable || st.Message() != "attempt 3 fails" {
 		t.Fatalf("status %v, want the last attempt's status unchanged", st)
 	}
-	var ge *grpcretry.Error
+	var ge *rebound.Error
 	if !errors.As(err, &ge) || ge.Attempts != 3 || !errors.Is(err, rebound.ErrAttemptsExhausted) {
 		t.Fatalf("err %v: want 3 attempts, attempts exhausted", err)
 	}
-	want := "rpc error: code = Unavailable desc = attempt 3 fails (grpcretry: 3 attempts, attempts exhausted)"
+	want := "grpcretry: gave up after 3 attempts (attempts exhausted): rpc error: code = Unavailable desc = attempt 3 fails"
 	if err.Error() != want {
 		t.Fatalf("Error() = %q, want %q", err.Error(), want)
 	}
@@ -350,11 +352,11 @@ func TestRetriesDisabled(t *testing.T) {
 	srv := grpctest.Start(t, failFirst(1, codes.Unavailable))
 	c, _ := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""), grpcretry.WithRetriesDisabled())
 	var n int
-	_, err := c.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.Attempts(&n))
+	_, err := c.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n))
 	if status.Code(err) != codes.Unavailable || n != 1 || srv.Count(grpctest.UnaryCall) != 1 {
 		t.Fatalf("err %v, attempts %d, server %d; want one UNAVAILABLE attempt", err, n, srv.Count(grpctest.UnaryCall))
 	}
-	var ge *grpcretry.Error
+	var ge *rebound.Error
 	if errors.As(err, &ge) {
 		t.Fatal("a call without retries should return grpc-go's error as is")
 	}
@@ -429,9 +431,16 @@ func TestInvalidOptions(t *testing.T) {
 			t.Errorf("%s: New accepted it", name)
 		}
 	}
+	// The one-liner reports a bad option when the conn is made.
 	srv := grpctest.Start(t, grpctest.Handlers{})
-	cc := srv.Dial(t, grpcretry.DialOptions(nil, grpcretry.WithMaxAttempts(-1))...)
-	_, err := testpb.NewTestServiceClient(cc).UnaryCall(context.Background(), grpctest.Request("x"))
+	_, err := grpc.NewClient(srv.Addr, append(grpcretry.DialOptions(nil, grpcretry.WithMaxAttempts(-1)),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err == nil || !strings.Contains(err.Error(), "grpcretry: WithMaxAttempts: n must be >= 1, got -1") {
+		t.Fatalf("NewClient: %v, want the option's error", err)
+	}
+	// Should a later default service config hide it, calls fail.
+	cc := srv.Dial(t, append(grpcretry.DialOptions(nil, grpcretry.WithMaxAttempts(-1)), grpc.WithDefaultServiceConfig(`{}`))...)
+	_, err = testpb.NewTestServiceClient(cc).UnaryCall(context.Background(), grpctest.Request("x"))
 	if status.Code(err) != codes.Internal || srv.Count(grpctest.UnaryCall) != 0 {
 		t.Fatalf("err %v, want Internal without reaching the server", err)
 	}

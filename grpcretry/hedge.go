@@ -211,7 +211,7 @@ func (h *hedgedCall) result(ctx context.Context, err error) (*hedgeAttempt, erro
 	if ae != nil {
 		from = ae.attempt
 	}
-	return from, &Error{Err: last, Attempts: re.Attempts, Reason: re.Reason}
+	return from, newCallError(last, re.Attempts, re.Reason)
 }
 
 // attemptError is a failed attempt's status error, classified for

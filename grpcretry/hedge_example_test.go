@@ -63,7 +63,7 @@ func Example_hedging() {
 	defer conn.Close()
 
 	var attempts int
-	resp, err := testpb.NewTestServiceClient(conn).UnaryCall(context.Background(), &testpb.SimpleRequest{}, grpcretry.Attempts(&attempts))
+	resp, err := testpb.NewTestServiceClient(conn).UnaryCall(context.Background(), &testpb.SimpleRequest{}, grpcretry.CountAttempts(&attempts))
 	fmt.Println(resp.GetUsername(), err, attempts)
 	// Output: from the hedge <nil> 2
 }

@@ -190,7 +190,7 @@ func start(t *testing.T, ctx context.Context, cc *grpc.ClientConn, reply *testpb
 	go func() {
 		defer close(p.done)
 		p.err = cc.Invoke(ctx, grpctest.UnaryCall, grpctest.Request("hedged"), p.reply,
-			grpcretry.Attempts(&p.attempts), grpc.Header(&p.header), grpc.Trailer(&p.trailer), grpc.Peer(&p.peer),
+			grpcretry.CountAttempts(&p.attempts), grpc.Header(&p.header), grpc.Trailer(&p.trailer), grpc.Peer(&p.peer),
 			grpc.OnFinish(func(err error) { p.finished = append(p.finished, err) }))
 	}()
 	return p
@@ -215,9 +215,9 @@ func (p *pending) check(code codes.Code, reason error, attempts int) {
 		p.t.Fatalf("call: %v after %d attempts; want %v (%v) after %d", err, p.attempts, code, reason, attempts)
 	}
 	if code != codes.OK {
-		var ge *grpcretry.Error
+		var ge *rebound.Error
 		if !errors.As(err, &ge) || ge.Attempts != attempts {
-			p.t.Fatalf("call: %v, want a *grpcretry.Error with %d attempts", err, attempts)
+			p.t.Fatalf("call: %v, want a *rebound.Error with %d attempts", err, attempts)
 		}
 	}
 	if len(p.finished) != 1 || status.Code(p.finished[0]) != code {
@@ -317,7 +317,7 @@ func TestHedgeMaxAttemptsClamped(t *testing.T) {
 		srv := grpctest.Start(t, failFirst(100, codes.Unavailable))
 		cc, _ := hedgeClient(t, srv, hedgeConfig(t, tc.config, "0s", ""), nil, tc.opts...)
 		var n int
-		_, err := testpb.NewTestServiceClient(cc).UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.Attempts(&n))
+		_, err := testpb.NewTestServiceClient(cc).UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n))
 		if !errors.Is(err, rebound.ErrAttemptsExhausted) || n != tc.want || srv.Count(grpctest.UnaryCall) != tc.want {
 			t.Errorf("maxAttempts %d with %d options: %v after %d attempts (server %d), want %d", tc.config, len(tc.opts), err, n, srv.Count(grpctest.UnaryCall), tc.want)
 		}
@@ -491,7 +491,7 @@ func TestHedgeThrottle(t *testing.T) {
 		t.Helper()
 		var n int
 		before := srv.Count(grpctest.UnaryCall)
-		_, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.Attempts(&n))
+		_, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n))
 		if (wantReason == nil) != (err == nil) || (wantReason != nil && !errors.Is(err, wantReason)) {
 			t.Fatalf("err %v, want %v", err, wantReason)
 		}
@@ -585,7 +585,7 @@ func invokeDirect(t *testing.T, cfg *serviceconfig.Config, reply any, invoker gr
 		t.Fatal(err)
 	}
 	var n int
-	err = c.UnaryClientInterceptor()(context.Background(), grpctest.UnaryCall, grpctest.Request("x"), reply, nil, invoker, grpcretry.Attempts(&n))
+	err = c.UnaryClientInterceptor()(context.Background(), grpctest.UnaryCall, grpctest.Request("x"), reply, nil, invoker, grpcretry.CountAttempts(&n))
 	return n, err
 }
 
@@ -632,7 +632,7 @@ func TestHedgeRetriesDisabled(t *testing.T) {
 	srv := grpctest.Start(t, failFirst(1, codes.Unavailable))
 	cc, _ := hedgeClient(t, srv, hedgeConfig(t, 3, "0s", ""), nil, grpcretry.WithRetriesDisabled())
 	var n int
-	_, err := testpb.NewTestServiceClient(cc).UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.Attempts(&n))
+	_, err := testpb.NewTestServiceClient(cc).UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n))
 	if status.Code(err) != codes.Unavailable || n != 1 || srv.Count(grpctest.UnaryCall) != 1 {
 		t.Fatalf("%v after %d attempts, want one", err, n)
 	}

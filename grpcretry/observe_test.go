@@ -105,7 +105,7 @@ func TestMetricsAndTransparentRetries(t *testing.T) {
 	// transparent retry waits for the new connection); call 2 is retried
 	// twice.
 	var n1 int
-	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpc.WaitForReady(true), grpcretry.Attempts(&n1)); err != nil {
+	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpc.WaitForReady(true), grpcretry.CountAttempts(&n1)); err != nil {
 		t.Fatal(err)
 	}
 	// Now and then grpc-go surfaces the drain as a failed attempt, which
@@ -200,5 +200,25 @@ func TestStatsStreams(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "rebound: retry scheduled") || !strings.Contains(buf.String(), "method="+grpctest.StreamingOutputCall) {
 		t.Fatalf("no retry record for the stream:\n%s", buf.String())
+	}
+}
+
+// The one-liner's statistics are reached through the conn.
+func TestStatsOf(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(1, codes.Unavailable))
+	cfg := retryConfig(t, 3, `"UNAVAILABLE"`, "")
+	cc := srv.Dial(t, grpcretry.DialOptions(cfg, grpcretry.WithClock(clocktest.NewAuto()))...)
+	if s := grpcretry.StatsOf(cc); len(s) != 0 {
+		t.Fatalf("stats before any call: %v", s)
+	}
+	if _, err := testpb.NewTestServiceClient(cc).UnaryCall(context.Background(), grpctest.Request("x")); err != nil {
+		t.Fatal(err)
+	}
+	s := grpcretry.StatsOf(cc)[unaryName]
+	if s.Calls != 1 || s.Retries.Attempts != 1 {
+		t.Fatalf("stats %+v, want 1 call retried once", s)
+	}
+	if other := grpcretry.StatsOf(srv.Dial(t)); len(other) != 0 {
+		t.Fatalf("a conn without rebound has stats %v", other)
 	}
 }

@@ -59,8 +59,8 @@ import (
 // of the attempt in flight: the committed attempt's after commit, the
 // call's own while hedges race or between attempts; unlike grpc-go's, it
 // does not commit the call (A6 says what does). RecvMsg returns io.EOF on
-// success and, once retrying stops, an [*Error] carrying the last attempt's
-// status; so does SendMsg for an error made by the client. [Attempts] is
+// success and, once retrying stops, an error carrying the last attempt's
+// status; so does SendMsg for an error made by the client. [CountAttempts] is
 // set when the stream ends.
 func (c *Client) StreamClientInterceptor() grpc.StreamClientInterceptor {
 	return c.stream
@@ -232,7 +232,7 @@ type state struct {
 	tok       rebound.Token // retry: the token of the attempt in flight or next
 	opened    bool          // an attempt has been put in flight
 	done      bool
-	final     error // once done: io.EOF on success, else an *Error
+	final     error // once done: io.EOF on success, else a *callError
 }
 
 // start runs the call's control goroutine and returns the stream once the

@@ -385,7 +385,7 @@ func (s *clientStream) finish(a *attempt, err, reason error) {
 	if err == io.EOF {
 		s.final = io.EOF
 	} else {
-		s.final = &Error{Err: err, Attempts: s.attempts, Reason: reason}
+		s.final = newCallError(err, s.attempts, reason)
 	}
 	s.release(s.buf.freeBefore(s.buf.end()))
 	s.cond.Broadcast()

@@ -74,7 +74,7 @@ func ExampleClient_StreamClientInterceptor() {
 	defer conn.Close()
 
 	var attempts int
-	st, err := testpb.NewTestServiceClient(conn).StreamingInputCall(context.Background(), grpcretry.Attempts(&attempts))
+	st, err := testpb.NewTestServiceClient(conn).StreamingInputCall(context.Background(), grpcretry.CountAttempts(&attempts))
 	if err != nil {
 		panic(err)
 	}

@@ -55,7 +55,7 @@ func TestHedgedClientStreamWinnerGetsAll(t *testing.T) {
 	clk := clocktest.New()
 	c, _ := streamClient(t, srv, streamHedgeConfig(t, 2, "1s", `"UNAVAILABLE"`, ""), clk)
 	var n int
-	st, err := c.StreamingInputCall(context.Background(), grpcretry.Attempts(&n))
+	st, err := c.StreamingInputCall(context.Background(), grpcretry.CountAttempts(&n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestHedgedBidiFirstResponseWins(t *testing.T) {
 	}})
 	c, _ := streamClient(t, srv, streamHedgeConfig(t, 3, "0s", `"UNAVAILABLE"`, ""), clocktest.New())
 	var n int
-	st, err := c.FullDuplexCall(context.Background(), grpcretry.Attempts(&n))
+	st, err := c.FullDuplexCall(context.Background(), grpcretry.CountAttempts(&n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestHedgedStreamFailures(t *testing.T) {
 			clk := clocktest.New()
 			c, _ := streamClient(t, srv, streamHedgeConfig(t, 3, "10s", `"UNAVAILABLE"`, ""), clk)
 			var n int
-			st, err := c.StreamingOutputCall(context.Background(), outMsg("req"), grpcretry.Attempts(&n))
+			st, err := c.StreamingOutputCall(context.Background(), outMsg("req"), grpcretry.CountAttempts(&n))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -83,7 +83,7 @@ func TestStreamMemoryBounded(t *testing.T) {
 		t.Helper()
 		var base int64
 		var n int
-		st, err := c.StreamingInputCall(ctx, grpcretry.Attempts(&n))
+		st, err := c.StreamingInputCall(ctx, grpcretry.CountAttempts(&n))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -107,9 +107,9 @@ func streamClient(t testing.TB, srv *grpctest.Server, cfg *serviceconfig.Config,
 // reason given.
 func wantGaveUp(t *testing.T, err error, code codes.Code, attempts int, reason error) {
 	t.Helper()
-	var ge *grpcretry.Error
+	var ge *rebound.Error
 	if !errors.As(err, &ge) || status.Code(err) != code || ge.Attempts != attempts || !errors.Is(err, reason) {
-		t.Fatalf("err %v: want *grpcretry.Error with code %v, %d attempts, reason %v", err, code, attempts, reason)
+		t.Fatalf("err %v: want *rebound.Error with code %v, %d attempts, reason %v", err, code, attempts, reason)
 	}
 }
 
@@ -127,7 +127,7 @@ func TestServerStreamRetriedBeforeResponse(t *testing.T) {
 	}})
 	c, clk := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""))
 	var n int
-	st, err := c.StreamingOutputCall(context.Background(), outMsg("req"), grpcretry.Attempts(&n))
+	st, err := c.StreamingOutputCall(context.Background(), outMsg("req"), grpcretry.CountAttempts(&n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestServerStreamNotRetriedAfterMessage(t *testing.T) {
 	}})
 	c, _ := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""))
 	var n int
-	st, err := c.StreamingOutputCall(context.Background(), outMsg("req"), grpcretry.Attempts(&n))
+	st, err := c.StreamingOutputCall(context.Background(), outMsg("req"), grpcretry.CountAttempts(&n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestClientStreamReplaysSameMessages(t *testing.T) {
 	}})
 	c, _ := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""))
 	var n int
-	st, err := c.StreamingInputCall(context.Background(), grpcretry.Attempts(&n))
+	st, err := c.StreamingInputCall(context.Background(), grpcretry.CountAttempts(&n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +383,7 @@ func TestBufferOverflowCommits(t *testing.T) {
 			srv := grpctest.Start(t, grpctest.Handlers{ClientStream: readAllThenFail(rec, 1)})
 			c, rc := streamClient(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""), clocktest.NewAuto(), grpcretry.WithBufferLimits(1<<20, 4<<10))
 			var n int
-			st, err := c.StreamingInputCall(context.Background(), grpcretry.Attempts(&n))
+			st, err := c.StreamingInputCall(context.Background(), grpcretry.CountAttempts(&n))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -594,7 +594,7 @@ func TestStreamCallerCancelEndsAttempts(t *testing.T) {
 	c, _ := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE","CANCELLED"`, ""))
 	ctx, cancel := context.WithCancel(context.Background())
 	var n int
-	st, err := c.FullDuplexCall(ctx, grpcretry.Attempts(&n))
+	st, err := c.FullDuplexCall(ctx, grpcretry.CountAttempts(&n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -717,7 +717,7 @@ func TestStreamCreationRetried(t *testing.T) {
 	}
 	defer cc.Close()
 	var n int
-	_, err = testpb.NewTestServiceClient(cc).StreamingOutputCall(context.Background(), outMsg("req"), grpcretry.Attempts(&n))
+	_, err = testpb.NewTestServiceClient(cc).StreamingOutputCall(context.Background(), outMsg("req"), grpcretry.CountAttempts(&n))
 	wantGaveUp(t, err, codes.Unavailable, 3, rebound.ErrAttemptsExhausted)
 	if n != 3 || len(clk.Sleeps()) != 2 {
 		t.Fatalf("Attempts %d, sleeps %v; want 3 attempts, 2 sleeps", n, clk.Sleeps())

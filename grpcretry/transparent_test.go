@@ -128,7 +128,7 @@ func transparentRun(t *testing.T) bool {
 	tc := testpb.NewTestServiceClient(cc)
 
 	var n int
-	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.Attempts(&n), grpc.WaitForReady(true)); err != nil {
+	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n), grpc.WaitForReady(true)); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -145,7 +145,7 @@ func transparentRun(t *testing.T) bool {
 	}
 	// The throttle still holds 3 tokens: one UNAVAILABLE is retried.
 	srv.SetHandlers(failFirst(2, codes.Unavailable))
-	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.Attempts(&n)); err != nil || n != 2 {
+	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n)); err != nil || n != 2 {
 		t.Fatalf("second call: %v after %d attempts, want success after 2", err, n)
 	}
 	return true

@@ -27,7 +27,7 @@ import (
 // other attempts are cancelled; a fatal status cancels them all. The call
 // returns once every attempt has ended: with the winner's reply, header,
 // trailer and peer in the caller's reply and call options, or with an
-// [*Error] carrying the status of the attempt that ended last, whose
+// error carrying the status of the attempt that ended last, whose
 // header, trailer and peer the options receive. Each hedge carries
 // grpc-previous-rpc-attempts, and each attempt's context a distinct.Call,
 // from which the rebound_distinct balancer sends hedges to backends not
@@ -217,5 +217,5 @@ func (u *unaryCall) result(ctx context.Context, err error) error {
 		// between attempts: its status is the call's, as in grpc-go.
 		last = status.FromContextError(ctx.Err()).Err()
 	}
-	return &Error{Err: last, Attempts: re.Attempts, Reason: re.Reason}
+	return newCallError(last, re.Attempts, re.Reason)
 }

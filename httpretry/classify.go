@@ -9,11 +9,11 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/errtext"
 )
 
 // Idempotent reports whether req may be sent more than once: its method is
@@ -147,32 +147,14 @@ func connError(err error) (kind connKind, timeout bool) {
 // that net/url's Error looks for.
 type gaveUpError struct{ err error }
 
+// Error returns why retrying stopped and the last attempt's error, like
+// "httpretry: gave up after 3 attempts (attempts exhausted): dial tcp ...".
 func (e *gaveUpError) Error() string {
 	var re *rebound.Error
 	if !errors.As(e.err, &re) {
 		return "httpretry: " + e.err.Error()
 	}
-	var b strings.Builder
-	b.WriteString("httpretry: gave up after ")
-	b.WriteString(strconv.Itoa(re.Attempts))
-	if re.Attempts == 1 {
-		b.WriteString(" attempt")
-	} else {
-		b.WriteString(" attempts")
-	}
-	if re.Reason != nil {
-		msg := re.Reason.Error()
-		msg = strings.TrimPrefix(msg, "rebound: ")
-		msg = strings.TrimPrefix(msg, "httpretry: ")
-		b.WriteString(" (")
-		b.WriteString(msg)
-		b.WriteString(")")
-	}
-	if re.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(re.Err.Error())
-	}
-	return b.String()
+	return errtext.GaveUp("httpretry", re.Attempts, re.Reason, re.Err)
 }
 
 func (e *gaveUpError) Unwrap() error { return e.err }

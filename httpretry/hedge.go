@@ -71,6 +71,7 @@ func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing
 	d.Tracker = &tr // to hear of a hedge the budget refuses, for Stats
 	call := observe.Hooks[*http.Response](&d)
 	resp, err := call.Hedge(ctx, hd, op)
+	countAttempts(ctx, tr.Attempts())
 	t.end(ctx, &tr, 0, name, target, true, err)
 	if err != nil {
 		var se *statusError

@@ -121,6 +121,16 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	return t
 }
 
+// New returns the Transport of [NewTransport], or an error naming the first
+// invalid option.
+func New(base http.RoundTripper, opts ...Option) (*Transport, error) {
+	t := NewTransport(base, opts...)
+	if t.err != nil {
+		return nil, t.err
+	}
+	return t, nil
+}
+
 // Err returns the error of the options given to [NewTransport], naming each
 // invalid option, or nil when they are all valid. For a zero Transport it
 // returns an error.
@@ -165,6 +175,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	d := t.rec.Decisions(ctx, name, target)
 	call := observe.Hooks[*http.Response](&d)
 	resp, err := call.Retry(ctx, h.retry, c.attempt)
+	countAttempts(ctx, c.sent)
 	t.end(ctx, c.tr, c.sent, name, target, false, err)
 	if err != nil {
 		return t.gaveUp(ctx, err)
@@ -323,6 +334,7 @@ func (t *Transport) gaveUp(ctx context.Context, err error) (*http.Response, erro
 func (t *Transport) once(ctx context.Context, r *http.Request, idempotent bool, name, target string) (*http.Response, error) {
 	t.rec.Log(ctx, "rebound: committed", name, target, slog.Int("attempt", 1), slog.String("why", "request body cannot be replayed"))
 	resp, err := t.base.RoundTrip(r)
+	countAttempts(ctx, 1)
 	c := observe.Call{Method: name, Target: target, Attempts: 1}
 	if err == nil {
 		t.rec.End(ctx, &c)

@@ -123,7 +123,7 @@ func demoPolicies(c demoConfig) []policy {
 		retry = `"retryPolicy":{"maxAttempts":4,"initialBackoff":"0.01s","maxBackoff":"0.1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}`
 		hedge = `"hedgingPolicy":{"maxAttempts":3,"hedgingDelay":"0.02s","nonFatalStatusCodes":["UNAVAILABLE"]}`
 	)
-	adaptive := grpcretry.DefaultAdaptiveHedging
+	adaptive := grpcretry.DefaultAdaptiveHedging()
 	adaptive.Window = c.duration
 	adaptive.MinSamples = 50
 	return []policy{
@@ -288,10 +288,10 @@ func call(ctx context.Context, tc testpb.TestServiceClient, timeout time.Duratio
 	defer cancel()
 	start := time.Now()
 	var r callResult
-	_, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{}, grpcretry.Attempts(&r.attempts))
+	_, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{}, grpcretry.CountAttempts(&r.attempts))
 	r.latency = time.Since(start)
 	r.ok = status.Code(err) == codes.OK
-	var ge *grpcretry.Error
+	var ge *rebound.Error
 	if errors.As(err, &ge) {
 		r.throttled = errors.Is(ge.Reason, rebound.ErrThrottled)
 		r.pushback = errors.Is(ge.Reason, rebound.ErrPushback)

@@ -200,7 +200,7 @@ func TestHedgesOnDistinctBackendsUnderLoad(t *testing.T) {
 				wg.Go(func() {
 					for i := range callsEach {
 						var n int
-						_, err := tc.UnaryCall(context.Background(), grpctest.Request(fmt.Sprintf("call-%d-%d", w, i)), grpcretry.Attempts(&n))
+						_, err := tc.UnaryCall(context.Background(), grpctest.Request(fmt.Sprintf("call-%d-%d", w, i)), grpcretry.CountAttempts(&n))
 						if status.Code(err) != codes.Unavailable || n != 3 {
 							t.Errorf("call %d-%d: %v after %d attempts, want UNAVAILABLE after 3", w, i, err, n)
 						}

@@ -5,8 +5,6 @@ package a6
 
 import (
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"weak"
@@ -217,27 +215,4 @@ func Once(throttle *rebound.Throttle, s Settings) *rebound.Retrier {
 	}
 	p, _ := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 1, Backoff: rebound.DefaultBackoff()}, opts...)
 	return p
-}
-
-// ErrorText is the text of a front door's error when retrying stopped: the
-// last attempt's error followed by a summary, like
-// "unavailable: busy (grpcretry: 3 attempts, attempts exhausted)".
-func ErrorText(pkg string, last error, attempts int, reason error) string {
-	var b strings.Builder
-	b.WriteString(last.Error())
-	b.WriteString(" (")
-	b.WriteString(pkg)
-	b.WriteString(": ")
-	b.WriteString(strconv.Itoa(attempts))
-	if attempts == 1 {
-		b.WriteString(" attempt")
-	} else {
-		b.WriteString(" attempts")
-	}
-	if reason != nil {
-		b.WriteString(", ")
-		b.WriteString(strings.TrimPrefix(reason.Error(), "rebound: "))
-	}
-	b.WriteString(")")
-	return b.String()
 }

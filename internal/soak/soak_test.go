@@ -142,7 +142,7 @@ func TestChaosSoak(t *testing.T) {
 					start := time.Since(begin)
 					callCtx, callCancel := context.WithTimeout(context.Background(), time.Second)
 					var n int
-					_, err := cl.c.UnaryCall(callCtx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte(fmt.Sprint(w, i))}}, grpcretry.Attempts(&n))
+					_, err := cl.c.UnaryCall(callCtx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte(fmt.Sprint(w, i))}}, grpcretry.CountAttempts(&n))
 					callCancel()
 					code := status.Code(err)
 					if !allowed[code] || n < 1 || n > cl.max {
