@@ -1,0 +1,239 @@
+package rebound_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"go/constant"
+	"go/importer"
+	"go/token"
+	"go/types"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// apiFile is the golden file of rebound's exported API: one line per
+// exported identifier, field and method with its type, in the format of
+// Go's own api/*.txt files. A change to the public surface shows up as a
+// change to this file in review.
+const apiFile = "api/rebound.txt"
+
+var updateAPI = flag.Bool("update", false, "rewrite "+apiFile+" from the current exported API")
+
+// TestAPI compares the exported API of every public package of the module
+// (all but internal/ and cmd/; the bench module is a module of its own)
+// with the golden file.
+func TestAPI(t *testing.T) {
+	got, err := exportedAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *updateAPI {
+		if err := os.WriteFile(apiFile, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(apiFile)
+	if err != nil {
+		t.Fatalf("%v\nCreate it with: go test -run TestAPI -update .", err)
+	}
+	if bytes.Equal(got, want) {
+		return
+	}
+	added, removed := lineDiff(want, got)
+	var msg strings.Builder
+	fmt.Fprintf(&msg, "the exported API differs from %s.\n", apiFile)
+	for _, l := range removed {
+		fmt.Fprintf(&msg, "- %s\n", l)
+	}
+	for _, l := range added {
+		fmt.Fprintf(&msg, "+ %s\n", l)
+	}
+	msg.WriteString("If the change is intended, regenerate the file and commit it with the change:\n" +
+		"\tgo test -run TestAPI -update .")
+	t.Error(msg.String())
+}
+
+// lineDiff returns the lines only in b (added) and only in a (removed);
+// both inputs are sorted line sets.
+func lineDiff(a, b []byte) (added, removed []string) {
+	as := strings.Split(strings.TrimSpace(string(a)), "\n")
+	bs := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for _, l := range bs {
+		if !slices.Contains(as, l) {
+			added = append(added, l)
+		}
+	}
+	for _, l := range as {
+		if !slices.Contains(bs, l) {
+			removed = append(removed, l)
+		}
+	}
+	return added, removed
+}
+
+// exportedAPI lists the module's public packages with the go command,
+// imports each from its compiled export data (so every type is exactly what
+// the compiler saw) and describes its exported identifiers, sorted.
+func exportedAPI() ([]byte, error) {
+	cmd := exec.Command("go", "list", "-export", "-deps",
+		"-json=ImportPath,Export,Module,Standard", "./...")
+	cmd.Stderr = new(bytes.Buffer)
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list: %v\n%s", err, cmd.Stderr)
+	}
+	type listed struct {
+		ImportPath string
+		Export     string
+		Standard   bool
+		Module     *struct{ Path string }
+	}
+	exports := map[string]string{}
+	var public []string
+	for dec := json.NewDecoder(bytes.NewReader(out)); ; {
+		var p listed
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, err
+		}
+		exports[p.ImportPath] = p.Export
+		if p.Standard || p.Module == nil || p.Module.Path != "github.com/rebound-go/rebound" {
+			continue
+		}
+		rel := strings.TrimPrefix(p.ImportPath, p.Module.Path)
+		if strings.Contains(rel+"/", "/internal/") || strings.HasPrefix(rel, "/cmd/") {
+			continue
+		}
+		public = append(public, p.ImportPath)
+	}
+
+	fset := token.NewFileSet()
+	imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
+		file, ok := exports[path]
+		if !ok || file == "" {
+			return nil, fmt.Errorf("no export data for %s", path)
+		}
+		return os.Open(file)
+	})
+	var lines []string
+	for _, path := range public {
+		pkg, err := imp.Import(path)
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, describePackage(pkg)...)
+	}
+	slices.Sort(lines)
+	return []byte(strings.Join(lines, "\n") + "\n"), nil
+}
+
+// describePackage returns one line per exported identifier of pkg, per
+// exported field and method of its exported types, and per method of its
+// exported interfaces, each prefixed "pkg NAME, " as in Go's api files.
+// Types of other packages are qualified by package name; pkg's own are not.
+func describePackage(pkg *types.Package) []string {
+	prefix := "pkg " + strings.TrimPrefix(pkg.Path(), "github.com/rebound-go/") + ", "
+	qual := func(p *types.Package) string {
+		if p == pkg {
+			return ""
+		}
+		return p.Name()
+	}
+	typ := func(t types.Type) string { return types.TypeString(t, qual) }
+	sig := func(s *types.Signature) string {
+		return strings.TrimPrefix(types.TypeString(s, qual), "func")
+	}
+	var lines []string
+	add := func(format string, args ...any) { lines = append(lines, prefix+fmt.Sprintf(format, args...)) }
+
+	scope := pkg.Scope()
+	for _, name := range scope.Names() {
+		obj := scope.Lookup(name)
+		if !obj.Exported() {
+			continue
+		}
+		switch obj := obj.(type) {
+		case *types.Const:
+			val := obj.Val().ExactString()
+			if obj.Val().Kind() == constant.String {
+				val = obj.Val().String()
+			}
+			add("const %s %s = %s", name, typ(obj.Type()), val)
+		case *types.Var:
+			add("var %s %s", name, typ(obj.Type()))
+		case *types.Func:
+			add("func %s%s", name, sig(obj.Type().(*types.Signature)))
+		case *types.TypeName:
+			lines = append(lines, describeType(prefix, obj, typ, sig)...)
+		}
+	}
+	return lines
+}
+
+// describeType describes an exported type: its kind (or, for an alias, what
+// it names), its exported struct fields, its interface methods and the
+// methods declared on it.
+func describeType(prefix string, obj *types.TypeName, typ func(types.Type) string, sig func(*types.Signature) string) []string {
+	name := obj.Name()
+	if obj.IsAlias() {
+		return []string{prefix + "type " + name + " = " + typ(obj.Type())}
+	}
+	named := obj.Type().(*types.Named)
+	if tp := named.TypeParams(); tp.Len() > 0 {
+		var ps []string
+		for i := range tp.Len() {
+			ps = append(ps, tp.At(i).Obj().Name()+" "+typ(tp.At(i).Constraint()))
+		}
+		name += "[" + strings.Join(ps, ", ") + "]"
+	}
+	head := prefix + "type " + name + " "
+	var lines []string
+	switch u := named.Underlying().(type) {
+	case *types.Struct:
+		lines = append(lines, head+"struct")
+		for i := range u.NumFields() {
+			f := u.Field(i)
+			switch {
+			case f.Embedded():
+				lines = append(lines, head+"struct, embedded "+typ(f.Type()))
+			case f.Exported():
+				lines = append(lines, head+"struct, "+f.Name()+" "+typ(f.Type()))
+			}
+		}
+	case *types.Interface:
+		var names []string
+		unexported := false
+		for i := range u.NumMethods() {
+			m := u.Method(i)
+			if !m.Exported() {
+				unexported = true
+				continue
+			}
+			names = append(names, m.Name())
+			lines = append(lines, head+"interface, "+m.Name()+sig(m.Type().(*types.Signature)))
+		}
+		if unexported {
+			names = append(names, "unexported methods")
+		}
+		lines = append(lines, head+"interface { "+strings.Join(names, ", ")+" }")
+	default:
+		lines = append(lines, head+typ(u))
+	}
+	for i := range named.NumMethods() {
+		m := named.Method(i)
+		if !m.Exported() {
+			continue
+		}
+		s := m.Type().(*types.Signature)
+		lines = append(lines, fmt.Sprintf("%smethod (%s) %s%s", prefix, typ(s.Recv().Type()), m.Name(), sig(s)))
+	}
+	return lines
+}
