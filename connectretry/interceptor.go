@@ -61,7 +61,7 @@ func New(cfg *serviceconfig.Config, opts ...Option) (*Interceptor, error) {
 	if o.Err != nil {
 		return nil, o.Err
 	}
-	rec, err := observe.New(o.MeterProvider, o.Logger, "github.com/rebound-go/rebound/connectretry")
+	rec, err := observe.New(o.MeterProvider, o.Logger, "github.com/rebound-go/rebound/connectretry", observe.GRPC)
 	if err != nil {
 		return nil, fmt.Errorf("connectretry: WithMeterProvider: %w", err)
 	}

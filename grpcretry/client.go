@@ -70,7 +70,7 @@ func New(cfg *serviceconfig.Config, opts ...Option) (*Client, error) {
 	if cfg == nil {
 		cfg = &serviceconfig.Config{}
 	}
-	rec, err := observe.New(o.MeterProvider, o.Logger, "github.com/rebound-go/rebound/grpcretry")
+	rec, err := observe.New(o.MeterProvider, o.Logger, "github.com/rebound-go/rebound/grpcretry", observe.GRPC)
 	if err != nil {
 		return nil, fmt.Errorf("grpcretry: WithMeterProvider: %w", err)
 	}

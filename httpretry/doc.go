@@ -14,12 +14,29 @@
 // [Transport.Stats] returns the retry statistics of gRFC A6 per method and
 // host ("GET example.com"): retry and hedge attempts, how many failed,
 // their histogram by ordinal, the requests the budget refused, and the
-// retries a Retry-After hint delayed. [WithMeterProvider] records the
-// OpenTelemetry instruments of gRFC A96 (grpc.client.call.retries,
-// grpc.client.call.hedges, grpc.client.call.retry_delay) with grpc.method
-// set to that name and grpc.target to the host, and [WithLogger] writes one
-// debug record per decision: a retry scheduled, a hedge sent, a response
-// returned as it is, or giving up and why. Every request is recorded when
-// its RoundTrip returns. Hedged attempts overlap, so the delay of hedged
+// retries a Retry-After hint delayed. [WithLogger] writes one debug record
+// per decision: a retry scheduled, a hedge sent, a response returned as it
+// is, or giving up and why. Every request is recorded when its RoundTrip
+// returns.
+//
+// [WithMeterProvider] records gRFC A96's retry instruments under names in
+// the style of the OpenTelemetry HTTP semantic conventions, so that they
+// sit beside http.client.request.duration in a dashboard:
+//
+//	http.client.request.retries                  histogram {retry}  retries of a request that had any
+//	http.client.request.hedges                   histogram {hedge}  hedges of a request that had any
+//	http.client.request.retry_delay              histogram s        time with no attempt in flight
+//	http.client.request.retries_throttled        counter   {retry}  requests whose retry the budget refused
+//	http.client.request.retries_pushback_stopped counter   {retry}  requests a strategy stopped on pushback
+//
+// They are grpcretry's and connectretry's grpc.client.call.retries, .hedges,
+// .retry_delay, .retries_throttled and .retries_pushback_stopped; HTTP has
+// no transparent retries. Their attributes are the conventions':
+// http.request.method (a method the conventions do not know is "_OTHER"),
+// server.address and server.port (the request URL's host, and its port or
+// the scheme's default), and http.response.status_code of the response
+// returned, left out when RoundTrip returns an error. Past 1024 method and
+// host pairs, as in Stats, requests are recorded with server.address
+// "(other)" and no port. Hedged attempts overlap, so the delay of hedged
 // requests is not measured.
 package httpretry

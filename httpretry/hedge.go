@@ -25,10 +25,10 @@ type hedged struct {
 // context still cancels an attempt while it is in flight; once an attempt
 // has its response, only this function ends it: the response returned
 // keeps its context until its body is closed, the others are cancelled and
-// closed before hedge returns. ctx is the request's, with the logging
-// observer. Hedged attempts overlap, so no delay between them is measured,
+// closed before hedge returns. ctx is the request's; req is the caller's,
+// for the metric attributes. Hedged attempts overlap, so no delay between them is measured,
 // and the clock is not read.
-func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing, name, target string) (*http.Response, error) {
+func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing, name, target string, req *http.Request) (*http.Response, error) {
 	var (
 		mu       sync.Mutex
 		attempts []*hedged
@@ -72,7 +72,6 @@ func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing
 	call := observe.Hooks[*http.Response](&d)
 	resp, err := call.Hedge(ctx, hd, op)
 	countAttempts(ctx, tr.Attempts())
-	t.end(ctx, &tr, 0, name, target, true, err)
 	if err != nil {
 		var se *statusError
 		if errors.As(err, &se) && ctx.Err() == nil {
@@ -92,6 +91,7 @@ func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing
 			_ = a.resp.Body.Close()
 		}
 	}
+	t.end(ctx, &tr, 0, name, target, attributes(req, target, resp), true, err)
 	if resp != nil {
 		return resp, nil
 	}

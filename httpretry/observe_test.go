@@ -6,13 +6,16 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -247,11 +250,31 @@ func TestStatsConcurrent(t *testing.T) {
 	}
 }
 
+// at returns the metric attributes of a GET to s answered with status
+// (0 for no response).
+func (s *stepServer) at(t *testing.T, method string, status int) []attribute.KeyValue {
+	t.Helper()
+	host, port, err := net.SplitHostPort(s.host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+	kv := []attribute.KeyValue{
+		attribute.String("http.request.method", method),
+		attribute.String("server.address", host),
+		attribute.Int("server.port", p),
+	}
+	if status != 0 {
+		kv = append(kv, attribute.Int("http.response.status_code", status))
+	}
+	return kv
+}
+
 func TestMetrics(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	srv, hedged := newStepServer(t), newStepServer(t)
+	srv, hedged, other := newStepServer(t), newStepServer(t), newStepServer(t)
 	throttle, err := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 6, TokenRatio: 0.5})
 	if err != nil {
 		t.Fatal(err)
@@ -259,47 +282,75 @@ func TestMetrics(t *testing.T) {
 	_, retryClient := newTransport(t, clocktest.NewAuto(), httpretry.WithMeterProvider(mp),
 		httpretry.WithBudget(func(string) rebound.Budget { return throttle }))
 	_, hedgeClient := newTransport(t, clocktest.New(), httpretry.WithMeterProvider(mp), httpretry.WithHedging(10*time.Second, 3))
+	_, otherClient := newTransport(t, clocktest.NewAuto(), httpretry.WithMeterProvider(mp), httpretry.WithBudget(nil))
 	// Tokens 6, threshold 3.
 	for _, step := range []struct {
 		srv    *stepServer
 		client *http.Client
+		method string
 		h      func(n int, w http.ResponseWriter, r *http.Request)
 	}{
-		{srv, retryClient, script(503, 429, 200)}, // 2 retries, 1.5s; tokens 4.5
-		{srv, retryClient, script(200)},           // nothing to record; tokens 5
-		{srv, retryClient, script(503)},           // 1 retry, 500ms, then throttled; tokens 3
-		{hedged, hedgeClient, script(503, 503, 200)},
-		{hedged, hedgeClient, script(200)},
+		{srv, retryClient, http.MethodGet, script(503, 429, 200)}, // 2 retries, 1.5s; tokens 4.5
+		{srv, retryClient, http.MethodGet, script(200)},           // nothing to record; tokens 5
+		{srv, retryClient, http.MethodGet, script(503)},           // 1 retry, 500ms, then throttled; tokens 3
+		{hedged, hedgeClient, http.MethodGet, script(503, 503, 200)},
+		{hedged, hedgeClient, http.MethodGet, script(200)},
+		// A method the conventions do not know, made idempotent by its
+		// key: 1 retry, under "_OTHER".
+		{other, otherClient, "PURGE", script(503, 204)},
+		// Every attempt hangs up: 2 retries, and no status code.
+		{other, otherClient, http.MethodDelete, func(_ int, w http.ResponseWriter, _ *http.Request) {
+			c, _, _ := w.(http.Hijacker).Hijack()
+			c.Close()
+		}},
 	} {
 		step.srv.set(step.h)
-		send(t, step.client, http.MethodGet, step.srv.URL, nil)
+		req, err := http.NewRequest(step.method, step.srv.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Idempotency-Key", "k")
+		if resp, err := step.client.Do(req); err == nil {
+			resp.Body.Close()
+		}
 	}
 
 	got := observetest.Collect(t, reader, "github.com/rebound-go/rebound/httpretry")
-	for _, name := range []string{"grpc.client.call.transparent_retries", "grpc.client.call.retries_pushback_stopped"} {
-		if _, ok := got[name]; ok {
-			t.Errorf("%s recorded; HTTP has no such thing", name)
+	for name := range got {
+		if !strings.HasPrefix(name, "http.client.request.") {
+			t.Errorf("%s recorded; httpretry records only http.client.request.*", name)
 		}
 	}
-	get, host := "GET "+srv.host(), srv.host()
-	retries := observetest.Histogram[int64](t, got, "grpc.client.call.retries", "{retry}", get, host)
-	if retries.Count != 2 || retries.Sum != 3 || !slices.Equal(retries.Bounds, []float64{1, 2, 3, 4, 5}) ||
-		!slices.Equal(retries.BucketCounts, []uint64{1, 1, 0, 0, 0, 0}) {
-		t.Errorf("retries: %d requests summing %d in %v over %v, want 2 requests with 1 and 2 retries", retries.Count, retries.Sum, retries.BucketCounts, retries.Bounds)
+	ok, throttled := srv.at(t, "GET", 200), srv.at(t, "GET", 503)
+	if retries := observetest.HistogramAt[int64](t, got, "http.client.request.retries", "{retry}", ok...); retries.Count != 1 || retries.Sum != 2 ||
+		!slices.Equal(retries.Bounds, []float64{1, 2, 3, 4, 5}) || !slices.Equal(retries.BucketCounts, []uint64{0, 1, 0, 0, 0, 0}) {
+		t.Errorf("retries of the request answered 200: %d requests summing %d in %v over %v, want 1 request with 2 retries", retries.Count, retries.Sum, retries.BucketCounts, retries.Bounds)
 	}
-	hedges := observetest.Histogram[int64](t, got, "grpc.client.call.hedges", "{hedge}", "GET "+hedged.host(), hedged.host())
+	if retries := observetest.HistogramAt[int64](t, got, "http.client.request.retries", "{retry}", throttled...); retries.Count != 1 || retries.Sum != 1 {
+		t.Errorf("retries of the request answered 503: %d requests summing %d, want 1 request with 1 retry", retries.Count, retries.Sum)
+	}
+	hedges := observetest.HistogramAt[int64](t, got, "http.client.request.hedges", "{hedge}", hedged.at(t, "GET", 200)...)
 	if hedges.Count != 1 || hedges.Sum != 2 || !slices.Equal(hedges.Bounds, []float64{1, 2, 3, 4, 5}) {
 		t.Errorf("hedges: %d requests summing %d over %v, want 1 request with 2 hedges", hedges.Count, hedges.Sum, hedges.Bounds)
 	}
-	delay := observetest.Histogram[float64](t, got, "grpc.client.call.retry_delay", "s", get, host)
-	if delay.Count != 2 || delay.Sum != 2 || len(delay.Bounds) == 0 || delay.Bounds[0] != 0 || delay.Bounds[len(delay.Bounds)-1] != 100 {
-		t.Errorf("retry_delay: %d requests summing %vs over %v, want 2 requests summing 2s", delay.Count, delay.Sum, delay.Bounds)
+	delay := observetest.HistogramAt[float64](t, got, "http.client.request.retry_delay", "s", ok...)
+	if delay.Count != 1 || delay.Sum != 1.5 || len(delay.Bounds) == 0 || delay.Bounds[0] != 0 || delay.Bounds[len(delay.Bounds)-1] != 100 {
+		t.Errorf("retry_delay: %d requests summing %vs over %v, want 1 request of 1.5s", delay.Count, delay.Sum, delay.Bounds)
 	}
-	if hd := observetest.Histogram[float64](t, got, "grpc.client.call.retry_delay", "s", "GET "+hedged.host(), hedged.host()); hd.Count != 1 || hd.Sum != 0 {
+	if d := observetest.HistogramAt[float64](t, got, "http.client.request.retry_delay", "s", throttled...); d.Count != 1 || d.Sum != 0.5 {
+		t.Errorf("retry_delay of the throttled request: %d requests summing %vs, want 1 request of 0.5s", d.Count, d.Sum)
+	}
+	if hd := observetest.HistogramAt[float64](t, got, "http.client.request.retry_delay", "s", hedged.at(t, "GET", 200)...); hd.Count != 1 || hd.Sum != 0 {
 		t.Errorf("retry_delay of the hedged request: %d requests summing %vs, want 1 request of 0s", hd.Count, hd.Sum)
 	}
-	if v := observetest.Counter(t, got, "grpc.client.call.retries_throttled", "{retry}", get, host); v != 1 {
+	if v := observetest.CounterAt(t, got, "http.client.request.retries_throttled", "{retry}", throttled...); v != 1 {
 		t.Errorf("retries_throttled %d, want 1", v)
+	}
+	if r := observetest.HistogramAt[int64](t, got, "http.client.request.retries", "{retry}", other.at(t, "_OTHER", 204)...); r.Count != 1 || r.Sum != 1 {
+		t.Errorf("retries of PURGE: %d requests summing %d, want 1 request with 1 retry", r.Count, r.Sum)
+	}
+	if r := observetest.HistogramAt[int64](t, got, "http.client.request.retries", "{retry}", other.at(t, "DELETE", 0)...); r.Count != 1 || r.Sum != 2 {
+		t.Errorf("retries of the DELETE that got no response: %d requests summing %d, want 1 request with 2 retries", r.Count, r.Sum)
 	}
 }
 

@@ -234,15 +234,16 @@ func WithMaxBufferedBody(n int64) Option {
 	})
 }
 
-// WithMeterProvider records the OpenTelemetry instruments of gRFC A96 with
-// mp, once per request when its RoundTrip returns: grpc.client.call.retries,
-// grpc.client.call.hedges and grpc.client.call.retry_delay, with the
-// attributes grpc.method (the request's method and host, as in
-// [Transport.Stats]) and grpc.target (its host), and the counter
-// grpc.client.call.retries_throttled of requests whose retries the budget
-// refused. HTTP has no server signal that stops retrying, so
-// grpc.client.call.retries_pushback_stopped counts only a [WithStrategy]
-// strategy's [rebound.ErrPushback]. The meter's scope is
+// WithMeterProvider records the retry instruments of gRFC A96 with mp,
+// named in the style of the OpenTelemetry HTTP semantic conventions, once
+// per request when its RoundTrip returns: http.client.request.retries,
+// http.client.request.hedges and http.client.request.retry_delay, with the
+// attributes http.request.method, server.address, server.port and
+// http.response.status_code (see the package documentation), and the
+// counter http.client.request.retries_throttled of requests whose retries
+// the budget refused. HTTP has no server signal that stops retrying, so
+// http.client.request.retries_pushback_stopped counts only a
+// [WithStrategy] strategy's [rebound.ErrPushback]. The meter's scope is
 // "github.com/rebound-go/rebound/httpretry".
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) {

@@ -104,7 +104,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if t.err = t.cfg.err(); t.err != nil {
 		return t
 	}
-	rec, err := observe.New(t.cfg.meters, t.cfg.logger, "github.com/rebound-go/rebound/httpretry")
+	rec, err := observe.New(t.cfg.meters, t.cfg.logger, "github.com/rebound-go/rebound/httpretry", observe.HTTP)
 	if err != nil {
 		t.err = fmt.Errorf("httpretry: WithMeterProvider: %w", err)
 		return t
@@ -161,7 +161,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	name, target := t.name(req.Method, req.URL.Host)
 	ctx := req.Context()
 	if !out.replayable() {
-		return t.once(ctx, out.first, idempotent, name, target)
+		return t.once(ctx, out.first, idempotent, name, target, req)
 	}
 	h, err := t.hostFor(req.URL.Host)
 	if err != nil {
@@ -169,18 +169,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if h.hedger != nil && idempotent {
-		return t.hedge(ctx, h.hedger, &out, name, target)
+		return t.hedge(ctx, h.hedger, &out, name, target, req)
 	}
 	c := &call{t: t, out: out, idempotent: idempotent, clock: h.retry.clock, name: name, target: target}
 	d := t.rec.Decisions(ctx, name, target)
 	call := observe.Hooks[*http.Response](&d)
 	resp, err := call.Retry(ctx, h.retry, c.attempt)
 	countAttempts(ctx, c.sent)
-	t.end(ctx, c.tr, c.sent, name, target, false, err)
+	loopErr := err
 	if err != nil {
-		return t.gaveUp(ctx, err)
+		resp, err = t.gaveUp(ctx, err)
 	}
-	return resp, nil
+	t.end(ctx, c.tr, c.sent, name, target, attributes(req, target, resp), false, loopErr)
+	return resp, err
 }
 
 // Stats returns a snapshot of the retry statistics (gRFC A6) of the
@@ -221,8 +222,8 @@ func (t *Transport) name(method, host string) (name, target string) {
 
 // end records a request that went through the retry loop or hedging. tr
 // is nil when no attempt failed, and attempts then says how many were
-// sent; err is the loop's.
-func (t *Transport) end(ctx context.Context, tr *observe.Tracker, attempts int, name, target string, hedged bool, err error) {
+// sent; a holds the metric attributes; err is the loop's.
+func (t *Transport) end(ctx context.Context, tr *observe.Tracker, attempts int, name, target string, a observe.HTTPAttributes, hedged bool, err error) {
 	var reason error
 	if err != nil {
 		// Only here: looking for the reason costs an allocation.
@@ -232,6 +233,7 @@ func (t *Transport) end(ctx context.Context, tr *observe.Tracker, attempts int, 
 	if tr != nil {
 		c = tr.Call(name, target, hedged, reason)
 	}
+	c.HTTP = a
 	t.rec.End(ctx, &c)
 }
 
@@ -330,12 +332,13 @@ func (t *Transport) gaveUp(ctx context.Context, err error) (*http.Response, erro
 }
 
 // once sends a request whose body cannot be replayed: one attempt, no
-// retries. ctx is the request's, with the logging observer.
-func (t *Transport) once(ctx context.Context, r *http.Request, idempotent bool, name, target string) (*http.Response, error) {
+// retries. ctx is the request's; req is the caller's, for the metric
+// attributes.
+func (t *Transport) once(ctx context.Context, r *http.Request, idempotent bool, name, target string, req *http.Request) (*http.Response, error) {
 	t.rec.Log(ctx, "rebound: committed", name, target, slog.Int("attempt", 1), slog.String("why", "request body cannot be replayed"))
 	resp, err := t.base.RoundTrip(r)
 	countAttempts(ctx, 1)
-	c := observe.Call{Method: name, Target: target, Attempts: 1}
+	c := observe.Call{Method: name, Target: target, Attempts: 1, HTTP: attributes(req, target, resp)}
 	if err == nil {
 		t.rec.End(ctx, &c)
 		return resp, nil

@@ -18,7 +18,8 @@ import (
 	"github.com/rebound-go/rebound"
 )
 
-// Instrument names: gRFC A96, and two counters of ours in the same style.
+// Instrument names for gRPC and Connect calls: gRFC A96, and two counters
+// of ours in the same style.
 const (
 	RetriesName            = "grpc.client.call.retries"
 	TransparentRetriesName = "grpc.client.call.transparent_retries"
@@ -28,10 +29,41 @@ const (
 	PushbackStoppedName    = "grpc.client.call.retries_pushback_stopped"
 )
 
+// Instrument names for HTTP requests: the same instruments, named in the
+// style of the OpenTelemetry HTTP semantic conventions
+// (http.client.request.duration).
+const (
+	HTTPRetriesName         = "http.client.request.retries"
+	HTTPHedgesName          = "http.client.request.hedges"
+	HTTPRetryDelayName      = "http.client.request.retry_delay"
+	HTTPThrottledName       = "http.client.request.retries_throttled"
+	HTTPPushbackStoppedName = "http.client.request.retries_pushback_stopped"
+)
+
 // Attribute keys of A66.
 const (
 	MethodKey = attribute.Key("grpc.method")
 	TargetKey = attribute.Key("grpc.target")
+)
+
+// Attribute keys of the OpenTelemetry HTTP semantic conventions.
+const (
+	HTTPMethodKey     = attribute.Key("http.request.method")
+	ServerAddressKey  = attribute.Key("server.address")
+	ServerPortKey     = attribute.Key("server.port")
+	HTTPStatusCodeKey = attribute.Key("http.response.status_code")
+)
+
+// Protocol chooses the instruments and attributes a Recorder records.
+type Protocol int
+
+const (
+	// GRPC records gRFC A96's instruments with A66's attributes; Connect
+	// calls use them too.
+	GRPC Protocol = iota
+	// HTTP records the http.client.request.* instruments with the HTTP
+	// semantic conventions' attributes.
+	HTTP
 )
 
 // Recommended bucket boundaries (A96 for counts, A66 latency for delays).
@@ -62,7 +94,11 @@ func Bucket(k int) int {
 
 // Call is what a front door learned about one call, recorded at its end.
 type Call struct {
+	// Method names the call in Stats; for gRPC and Connect it is the
+	// grpc.method attribute and Target grpc.target.
 	Method, Target string
+	// HTTP holds an HTTP request's attributes.
+	HTTP HTTPAttributes
 	// Attempts counts every attempt, the first included, transparent
 	// retries excluded.
 	Attempts int
@@ -83,12 +119,24 @@ type Call struct {
 	Reason error
 }
 
+// HTTPAttributes are an HTTP request's metric attributes, named by the
+// OpenTelemetry HTTP semantic conventions. The caller bounds their values:
+// a method the conventions do not know is "_OTHER", and hosts beyond the
+// caller's bound share the address "(other)" and no port.
+type HTTPAttributes struct {
+	Method        string // http.request.method
+	ServerAddress string // server.address
+	ServerPort    int    // server.port; 0 leaves it out
+	StatusCode    int    // http.response.status_code of the response returned; 0 for none
+}
+
 // Recorder records calls. The zero value is not usable; a nil *Recorder
 // records nothing. It is safe for concurrent use.
 type Recorder struct {
 	methods sync.Map // string -> *counters
 	inst    *instruments
 	logger  *slog.Logger
+	proto   Protocol
 }
 
 type instruments struct {
@@ -97,31 +145,40 @@ type instruments struct {
 	throttled, pushback          metric.Int64Counter
 }
 
-// New returns a Recorder. mp and logger may be nil; scope names the meter.
-func New(mp metric.MeterProvider, logger *slog.Logger, scope string) (*Recorder, error) {
-	r := &Recorder{logger: logger}
+// New returns a Recorder of proto's instruments. mp and logger may be nil;
+// scope names the meter.
+func New(mp metric.MeterProvider, logger *slog.Logger, scope string, proto Protocol) (*Recorder, error) {
+	r := &Recorder{logger: logger, proto: proto}
 	if mp == nil {
 		return r, nil
 	}
 	m := mp.Meter(scope)
 	var in instruments
 	var errs [6]error
-	in.retries, errs[0] = m.Int64Histogram(RetriesName, metric.WithUnit("{retry}"),
-		metric.WithDescription("Number of retries during the client call. If there were no retries, 0 is not reported."),
+	names := [...]string{RetriesName, HedgesName, RetryDelayName, ThrottledName, PushbackStoppedName}
+	what := "client call"
+	if proto == HTTP {
+		names = [...]string{HTTPRetriesName, HTTPHedgesName, HTTPRetryDelayName, HTTPThrottledName, HTTPPushbackStoppedName}
+		what = "client request"
+	}
+	in.retries, errs[0] = m.Int64Histogram(names[0], metric.WithUnit("{retry}"),
+		metric.WithDescription("Number of retries during the "+what+". If there were no retries, 0 is not reported."),
 		metric.WithExplicitBucketBoundaries(countBuckets...))
-	in.transparent, errs[1] = m.Int64Histogram(TransparentRetriesName, metric.WithUnit("{transparent_retry}"),
-		metric.WithDescription("Number of transparent retries during the client call. If there were no transparent retries, 0 is not reported."),
-		metric.WithExplicitBucketBoundaries(transparentBuckets...))
-	in.hedges, errs[2] = m.Int64Histogram(HedgesName, metric.WithUnit("{hedge}"),
-		metric.WithDescription("Number of hedges during the client call. If there were no hedges, 0 is not reported."),
+	in.hedges, errs[1] = m.Int64Histogram(names[1], metric.WithUnit("{hedge}"),
+		metric.WithDescription("Number of hedges during the "+what+". If there were no hedges, 0 is not reported."),
 		metric.WithExplicitBucketBoundaries(countBuckets...))
-	in.delay, errs[3] = m.Float64Histogram(RetryDelayName, metric.WithUnit("s"),
-		metric.WithDescription("Total time of delay while there is no active attempt during the client call."),
+	in.delay, errs[2] = m.Float64Histogram(names[2], metric.WithUnit("s"),
+		metric.WithDescription("Total time of delay while there is no active attempt during the "+what+"."),
 		metric.WithExplicitBucketBoundaries(latencyBuckets...))
-	in.throttled, errs[4] = m.Int64Counter(ThrottledName, metric.WithUnit("{retry}"),
+	in.throttled, errs[3] = m.Int64Counter(names[3], metric.WithUnit("{retry}"),
 		metric.WithDescription("Number of retries or hedges not made because retry throttling or the retry budget refused them."))
-	in.pushback, errs[5] = m.Int64Counter(PushbackStoppedName, metric.WithUnit("{retry}"),
-		metric.WithDescription("Number of retries or hedges not made because server pushback said not to retry."))
+	in.pushback, errs[4] = m.Int64Counter(names[4], metric.WithUnit("{retry}"),
+		metric.WithDescription("Number of retries or hedges not made because the server said not to retry."))
+	if proto == GRPC {
+		in.transparent, errs[5] = m.Int64Histogram(TransparentRetriesName, metric.WithUnit("{transparent_retry}"),
+			metric.WithDescription("Number of transparent retries during the client call. If there were no transparent retries, 0 is not reported."),
+			metric.WithExplicitBucketBoundaries(transparentBuckets...))
+	}
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("creating instruments: %w", err)
 	}
@@ -201,14 +258,14 @@ func (r *Recorder) End(ctx context.Context, c *Call) {
 	if r.inst == nil || (later == 0 && c.Transparent == 0 && c.Delay == 0 && !throttled && !stopped) {
 		return
 	}
-	attrs := metric.WithAttributes(MethodKey.String(c.Method), TargetKey.String(c.Target))
+	attrs := r.attributes(c)
 	switch {
 	case later > 0 && c.Hedged:
 		r.inst.hedges.Record(ctx, int64(later), attrs)
 	case later > 0:
 		r.inst.retries.Record(ctx, int64(later), attrs)
 	}
-	if c.Transparent > 0 {
+	if c.Transparent > 0 && r.inst.transparent != nil {
 		r.inst.transparent.Record(ctx, int64(c.Transparent), attrs)
 	}
 	r.inst.delay.Record(ctx, c.Delay.Seconds(), attrs)
@@ -218,6 +275,22 @@ func (r *Recorder) End(ctx context.Context, c *Call) {
 	if stopped {
 		r.inst.pushback.Add(ctx, 1, attrs)
 	}
+}
+
+// attributes returns the metric attributes of c.
+func (r *Recorder) attributes(c *Call) metric.MeasurementOption {
+	if r.proto != HTTP {
+		return metric.WithAttributes(MethodKey.String(c.Method), TargetKey.String(c.Target))
+	}
+	kv := make([]attribute.KeyValue, 2, 4)
+	kv[0], kv[1] = HTTPMethodKey.String(c.HTTP.Method), ServerAddressKey.String(c.HTTP.ServerAddress)
+	if c.HTTP.ServerPort > 0 {
+		kv = append(kv, ServerPortKey.Int(c.HTTP.ServerPort))
+	}
+	if c.HTTP.StatusCode > 0 {
+		kv = append(kv, HTTPStatusCodeKey.Int(c.HTTP.StatusCode))
+	}
+	return metric.WithAttributes(kv...)
 }
 
 // Stats returns a snapshot of every method's statistics.

@@ -9,14 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/observe/observetest"
 )
 
 func TestStatsBuckets(t *testing.T) {
-	r, _ := New(nil, nil, "test")
+	r, _ := New(nil, nil, "test", GRPC)
 	ctx := context.Background()
 	// Calls with 0, 1, 3, 12 retries; the last one's retries all failed.
 	for _, c := range []Call{
@@ -56,7 +58,7 @@ func TestMetrics(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
-	r, err := New(mp, nil, "github.com/rebound-go/rebound/test")
+	r, err := New(mp, nil, "github.com/rebound-go/rebound/test", GRPC)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,10 +128,64 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+func TestMetricsHTTP(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	r, err := New(mp, nil, "github.com/rebound-go/rebound/test", HTTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ok := HTTPAttributes{Method: "GET", ServerAddress: "example.com", ServerPort: 443, StatusCode: 200}
+	failed := HTTPAttributes{Method: "GET", ServerAddress: "example.com", ServerPort: 443} // no response
+	other := HTTPAttributes{Method: "_OTHER", ServerAddress: "(other)", StatusCode: 503}
+	for _, c := range []Call{
+		{Method: "GET example.com", HTTP: ok, Attempts: 1},                                         // nothing recorded
+		{Method: "GET example.com", HTTP: ok, Attempts: 3, Delay: 250 * time.Millisecond},          // 2 retries
+		{Method: "GET example.com", HTTP: failed, Attempts: 2, Reason: rebound.ErrThrottled},       // throttled
+		{Method: "GET example.com", HTTP: ok, Attempts: 4, Hedged: true},                           // 3 hedges
+		{Method: "(other)", HTTP: other, Attempts: 2, Transparent: 1, Reason: rebound.ErrPushback}, // pushback
+	} {
+		r.End(ctx, &c)
+	}
+	got := observetest.Collect(t, reader, "github.com/rebound-go/rebound/test")
+	for name := range got {
+		if !strings.HasPrefix(name, "http.client.request.") {
+			t.Errorf("instrument %s recorded; an HTTP recorder records only http.client.request.*", name)
+		}
+	}
+	okAttrs := []attribute.KeyValue{HTTPMethodKey.String("GET"), ServerAddressKey.String("example.com"), ServerPortKey.Int(443), HTTPStatusCodeKey.Int(200)}
+	failedAttrs := []attribute.KeyValue{HTTPMethodKey.String("GET"), ServerAddressKey.String("example.com"), ServerPortKey.Int(443)}
+	otherAttrs := []attribute.KeyValue{HTTPMethodKey.String("_OTHER"), ServerAddressKey.String("(other)"), HTTPStatusCodeKey.Int(503)}
+	if dp := observetest.HistogramAt[int64](t, got, HTTPRetriesName, "{retry}", okAttrs...); dp.Count != 1 || dp.Sum != 2 || len(dp.Bounds) != 5 {
+		t.Errorf("retries: count %d sum %d bounds %v, want 1 request, 2 retries, A96 buckets", dp.Count, dp.Sum, dp.Bounds)
+	}
+	if dp := observetest.HistogramAt[int64](t, got, HTTPRetriesName, "{retry}", failedAttrs...); dp.Count != 1 || dp.Sum != 1 {
+		t.Errorf("retries without a response: count %d sum %d, want 1 and 1", dp.Count, dp.Sum)
+	}
+	if dp := observetest.HistogramAt[int64](t, got, HTTPHedgesName, "{hedge}", okAttrs...); dp.Count != 1 || dp.Sum != 3 {
+		t.Errorf("hedges: count %d sum %d, want 1 and 3", dp.Count, dp.Sum)
+	}
+	if dp := observetest.HistogramAt[float64](t, got, HTTPRetryDelayName, "s", okAttrs...); dp.Count != 2 || dp.Sum != 0.25 {
+		t.Errorf("retry_delay: count %d sum %v, want 2 and 0.25", dp.Count, dp.Sum)
+	}
+	if n := observetest.CounterAt(t, got, HTTPThrottledName, "{retry}", failedAttrs...); n != 1 {
+		t.Errorf("retries_throttled %d, want 1", n)
+	}
+	if n := observetest.CounterAt(t, got, HTTPPushbackStoppedName, "{retry}", otherAttrs...); n != 1 {
+		t.Errorf("retries_pushback_stopped %d, want 1", n)
+	}
+	// Stats keep the Call's Method as their key, whatever the attributes.
+	if s := r.Stats(); s["GET example.com"].Calls != 4 || s["(other)"].Calls != 1 {
+		t.Errorf("stats %+v, want 4 calls of GET example.com and 1 of (other)", s)
+	}
+}
+
 func TestDecisionLogs(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r, _ := New(nil, logger, "test")
+	r, _ := New(nil, logger, "test", GRPC)
 	d := r.Decisions(context.Background(), "/a.S/M", "x:1")
 	call := Hooks[struct{}](&d)
 	p, _ := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 3, Backoff: rebound.Backoff{Initial: time.Nanosecond, Max: time.Nanosecond, Multiplier: 1}})
@@ -148,7 +204,7 @@ func TestDecisionLogs(t *testing.T) {
 		t.Errorf("gave-up record lacks why: %q", lines[2])
 	}
 	// Without debug logging nothing hears the decisions: no hooks.
-	quiet, _ := New(nil, slog.New(slog.NewTextHandler(&buf, nil)), "test")
+	quiet, _ := New(nil, slog.New(slog.NewTextHandler(&buf, nil)), "test", GRPC)
 	qd := quiet.Decisions(context.Background(), "m", "t")
 	if c := Hooks[struct{}](&qd); qd.Active() || c.OnRetry != nil || c.OnGiveUp != nil {
 		t.Fatal("hooks set though debug logging is off")

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -41,29 +42,55 @@ func Collect(t testing.TB, reader *sdkmetric.ManualReader, scope string) map[str
 // target, checking the unit.
 func Histogram[N int64 | float64](t testing.TB, got map[string]metricdata.Metrics, name, unit, method, target string) metricdata.HistogramDataPoint[N] {
 	t.Helper()
-	m, ok := got[name]
-	if !ok {
-		t.Fatalf("%s not recorded", name)
-	}
-	if m.Unit != unit {
-		t.Errorf("%s: unit %q, want %q", name, m.Unit, unit)
-	}
+	return HistogramAt[N](t, got, name, unit, attribute.String("grpc.method", method), attribute.String("grpc.target", target))
+}
+
+// HistogramAt returns the point of histogram name whose attributes are
+// exactly attrs, checking the unit.
+func HistogramAt[N int64 | float64](t testing.TB, got map[string]metricdata.Metrics, name, unit string, attrs ...attribute.KeyValue) metricdata.HistogramDataPoint[N] {
+	t.Helper()
+	m := metricOf(t, got, name, unit)
 	h, ok := m.Data.(metricdata.Histogram[N])
 	if !ok {
 		t.Fatalf("%s is a %T", name, m.Data)
 	}
+	want := attribute.NewSet(slices.Clone(attrs)...) // NewSet sorts its argument
 	for _, dp := range h.DataPoints {
-		if pointOf(dp.Attributes, method, target) {
+		if dp.Attributes.Equals(&want) {
 			return dp
 		}
 	}
-	t.Fatalf("%s: no point for grpc.method %q, grpc.target %q", name, method, target)
+	t.Fatalf("%s: no point for %v among %v", name, want.Encoded(attribute.DefaultEncoder()), sets(len(h.DataPoints), func(i int) attribute.Set { return h.DataPoints[i].Attributes }))
 	return metricdata.HistogramDataPoint[N]{}
 }
 
 // Counter returns the value of counter name for method and target,
 // checking the unit.
 func Counter(t testing.TB, got map[string]metricdata.Metrics, name, unit, method, target string) int64 {
+	t.Helper()
+	return CounterAt(t, got, name, unit, attribute.String("grpc.method", method), attribute.String("grpc.target", target))
+}
+
+// CounterAt returns the value of counter name at the point whose
+// attributes are exactly attrs, checking the unit.
+func CounterAt(t testing.TB, got map[string]metricdata.Metrics, name, unit string, attrs ...attribute.KeyValue) int64 {
+	t.Helper()
+	m := metricOf(t, got, name, unit)
+	sum, ok := m.Data.(metricdata.Sum[int64])
+	if !ok {
+		t.Fatalf("%s is a %T", name, m.Data)
+	}
+	want := attribute.NewSet(slices.Clone(attrs)...) // NewSet sorts its argument
+	for _, dp := range sum.DataPoints {
+		if dp.Attributes.Equals(&want) {
+			return dp.Value
+		}
+	}
+	t.Fatalf("%s: no point for %v among %v", name, want.Encoded(attribute.DefaultEncoder()), sets(len(sum.DataPoints), func(i int) attribute.Set { return sum.DataPoints[i].Attributes }))
+	return 0
+}
+
+func metricOf(t testing.TB, got map[string]metricdata.Metrics, name, unit string) metricdata.Metrics {
 	t.Helper()
 	m, ok := got[name]
 	if !ok {
@@ -72,21 +99,17 @@ func Counter(t testing.TB, got map[string]metricdata.Metrics, name, unit, method
 	if m.Unit != unit {
 		t.Errorf("%s: unit %q, want %q", name, m.Unit, unit)
 	}
-	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-		if pointOf(dp.Attributes, method, target) {
-			return dp.Value
-		}
-	}
-	t.Fatalf("%s: no point for grpc.method %q, grpc.target %q", name, method, target)
-	return 0
+	return m
 }
 
-// pointOf reports whether a point's attributes are exactly grpc.method and
-// grpc.target with the given values.
-func pointOf(set attribute.Set, method, target string) bool {
-	m, _ := set.Value("grpc.method")
-	tg, _ := set.Value("grpc.target")
-	return set.Len() == 2 && m.AsString() == method && tg.AsString() == target
+// sets lists the attribute sets of n points, for a failure message.
+func sets(n int, at func(int) attribute.Set) []string {
+	out := make([]string, n)
+	for i := range n {
+		set := at(i)
+		out[i] = set.Encoded(attribute.DefaultEncoder())
+	}
+	return out
 }
 
 // DebugLog returns a logger that writes JSON records at debug level, and a
