@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/serviceconfig"
@@ -21,6 +22,8 @@ type Options struct {
 	Random        rebound.Random
 	MeterProvider metric.MeterProvider
 	Logger        *slog.Logger
+	// TracerProvider is nil unless WithTracerProvider was given.
+	TracerProvider trace.TracerProvider
 	// Err is the first invalid option, prefixed with the package name.
 	Err error
 
@@ -82,6 +85,15 @@ func (o *Options) SetMeterProvider(mp metric.MeterProvider) {
 		return
 	}
 	o.MeterProvider = mp
+}
+
+// SetTracerProvider is WithTracerProvider.
+func (o *Options) SetTracerProvider(tp trace.TracerProvider) {
+	if tp == nil {
+		o.Fail("WithTracerProvider: nil TracerProvider")
+		return
+	}
+	o.TracerProvider = tp
 }
 
 // SetLogger is WithLogger.
