@@ -33,7 +33,7 @@ func ExampleParse() {
 		fmt.Printf("retry %d waits up to %v\n", retry, rp.BackoffCeiling(retry))
 	}
 	fmt.Println("retryable:", rp.RetryableStatusCodes)
-	fmt.Println("token ratio in thousandths:", c.RetryThrottling.TokenRatioMilli)
+	fmt.Println("token ratio:", c.RetryThrottling.TokenRatio)
 	for _, w := range c.Warnings {
 		fmt.Println("warning:", w)
 	}
@@ -45,7 +45,7 @@ func ExampleParse() {
 	// retry 3 waits up to 400ms
 	// retry 4 waits up to 800ms
 	// retryable: [ABORTED UNAVAILABLE]
-	// token ratio in thousandths: 546
+	// token ratio: 0.546
 	// warning: methodConfig[0].retryPolicy.maxAttempts: 8 is above the default client limit of 5; clients make at most 5 attempts unless their limit is raised
 	// warning: methodConfig[0].jitter: unknown field, ignored
 }

@@ -131,13 +131,13 @@ func checkInvariants(t *testing.T, c *serviceconfig.Config) {
 		}
 	}
 	if rt := c.RetryThrottling; rt != nil {
-		if rt.MaxTokens < 1 || rt.MaxTokens > 1000 || !(rt.TokenRatio > 0) || math.IsInf(rt.TokenRatio, 0) || rt.TokenRatioMilli < 0 {
+		if rt.MaxTokens < 1 || rt.MaxTokens > 1000 || !(rt.TokenRatio >= 0) || math.IsInf(rt.TokenRatio, 0) {
 			t.Fatalf("invalid throttling accepted: %+v", *rt)
 		}
-		if rt.TokenRatio >= 1e-3 && rt.TokenRatio < 1e9 {
-			// The exact truncation is within one of the float product.
-			if d := float64(rt.TokenRatioMilli) - rt.TokenRatio*1000; d > 1 || d < -1 {
-				t.Fatalf("TokenRatioMilli %d far from TokenRatio %v", rt.TokenRatioMilli, rt.TokenRatio)
+		if rt.TokenRatio < 1e9 {
+			// Truncated to thousandths: a whole number of them.
+			if m := rt.TokenRatio * 1000; math.Abs(m-math.Round(m)) > 1e-6 {
+				t.Fatalf("TokenRatio %v is not in thousandths", rt.TokenRatio)
 			}
 		}
 	}

@@ -364,9 +364,9 @@ func (p *parser) retryThrottling(v *jsonValue, at path) *RetryThrottling {
 	}
 	if rv := f["tokenRatio"]; rv != nil {
 		at := at.field("tokenRatio")
-		if r, n, ok := p.positiveNumber(rv, at); ok {
-			t.TokenRatio, t.TokenRatioMilli = r, n.milli()
-			if t.TokenRatioMilli == 0 {
+		if _, n, ok := p.positiveNumber(rv, at); ok {
+			t.TokenRatio = float64(n.milli()) / 1000
+			if t.TokenRatio == 0 {
 				p.warnf(rv.start, at, "%s is 0.000 once the decimal places beyond 3 are dropped, so successful calls never restore tokens", show(rv))
 			}
 		}

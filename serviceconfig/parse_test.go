@@ -90,7 +90,7 @@ func TestParseFullConfig(t *testing.T) {
 			},
 			{Names: []serviceconfig.Name{{}}, WaitForReady: ptr(false)},
 		},
-		RetryThrottling: &serviceconfig.RetryThrottling{MaxTokens: 10, TokenRatio: 0.1, TokenRatioMilli: 100},
+		RetryThrottling: &serviceconfig.RetryThrottling{MaxTokens: 10, TokenRatio: 0.1},
 	}
 	if got := exported(c); !reflect.DeepEqual(got, want) {
 		t.Errorf("Parse:\n got %+v\nwant %+v", got, want)

@@ -329,40 +329,34 @@ func TestRetryThrottlingMaxTokens(t *testing.T) {
 }
 
 // A6 retryThrottling rule 2: tokenRatio is a required JSON number greater
-// than 0, with decimal places beyond the third ignored. TokenRatioMilli is
-// the exact decimal truncation.
+// than 0, with decimal places beyond the third ignored: TokenRatio is the
+// exact decimal truncation.
 func TestRetryThrottlingTokenRatio(t *testing.T) {
-	type ratio struct {
-		f     float64
-		milli int64
-	}
 	runFieldCases(t, "retryThrottling.tokenRatio",
 		func(raw string) string {
 			return `{"retryThrottling":` + validThrottle.with("tokenRatio", raw).String() + `}`
 		},
-		func(c *serviceconfig.Config) any {
-			return ratio{c.RetryThrottling.TokenRatio, c.RetryThrottling.TokenRatioMilli}
-		},
+		func(c *serviceconfig.Config) any { return c.RetryThrottling.TokenRatio },
 		[]fieldCase{
-			{raw: "0.1", want: ratio{0.1, 100}},
-			{raw: "0.5466", want: ratio{0.5466, 546}},
-			{raw: "0.5469999", want: ratio{0.5469999, 546}},
-			{raw: "1e-1", want: ratio{0.1, 100}},
-			{raw: "1E-1", want: ratio{0.1, 100}},
-			{raw: "5466e-4", want: ratio{0.5466, 546}},
-			{raw: "0.05466e1", want: ratio{0.5466, 546}},
-			{raw: "0.29", want: ratio{0.29, 290}}, // 0.29*1000 is 289.99999999999997 in float64
-			{raw: "0.57", want: ratio{0.57, 570}}, // 0.57*1000 is 569.9999999999999 in float64
-			{raw: "0.001", want: ratio{0.001, 1}},
-			{raw: "1", want: ratio{1, 1000}},
-			{raw: "1.0", want: ratio{1, 1000}},
-			{raw: "2.5", want: ratio{2.5, 2500}},
-			{raw: "1e2", want: ratio{100, 100000}},
-			{raw: "0.0009", want: ratio{0.0009, 0}}, // valid, with a warning
-			{raw: "0.99999999999999999999", want: ratio{1, 999}},
-			{raw: "9223372036854775.807", want: ratio{9223372036854775.807, math.MaxInt64}},
-			{raw: "9223372036854775.808", want: ratio{9223372036854775.808, math.MaxInt64}},
-			{raw: "1e300", want: ratio{1e300, math.MaxInt64}},
+			{raw: "0.1", want: 0.1},
+			{raw: "0.5466", want: 0.546},
+			{raw: "0.5469999", want: 0.546},
+			{raw: "1e-1", want: 0.1},
+			{raw: "1E-1", want: 0.1},
+			{raw: "5466e-4", want: 0.546},
+			{raw: "0.05466e1", want: 0.546},
+			{raw: "0.29", want: 0.29}, // 0.29*1000 is 289.99999999999997 in float64
+			{raw: "0.57", want: 0.57}, // 0.57*1000 is 569.9999999999999 in float64
+			{raw: "0.001", want: 0.001},
+			{raw: "1", want: 1.0},
+			{raw: "1.0", want: 1.0},
+			{raw: "2.5", want: 2.5},
+			{raw: "1e2", want: 100.0},
+			{raw: "0.0009", want: 0.0},                   // valid, with a warning
+			{raw: "0.99999999999999999999", want: 0.999}, // 1 as a float64
+			{raw: "9223372036854775.807", want: float64(math.MaxInt64) / 1000},
+			{raw: "9223372036854775.808", want: float64(math.MaxInt64) / 1000}, // saturates
+			{raw: "1e300", want: float64(math.MaxInt64) / 1000},
 			{raw: "0", wantErr: "must be greater than 0, got 0"},
 			{raw: "0.000", wantErr: "must be greater than 0, got 0.000"},
 			{raw: "-0.1", wantErr: "must be greater than 0, got -0.1"},

@@ -147,20 +147,18 @@ func (p *HedgingPolicy) Attempts(clientMax int) int {
 // successful call; while it is at or below [RetryThrottling.Threshold], no
 // retries or hedged attempts are made.
 //
-// [Parse] returns only values with MaxTokens in 1..1000 and TokenRatio > 0.
+// [Parse] returns only values with MaxTokens in 1..1000 and TokenRatio >= 0.
 // The zero value is not a valid setting. It is safe for concurrent reads.
 type RetryThrottling struct {
 	// MaxTokens is the initial and largest token count.
 	MaxTokens int
-	// TokenRatio is the ratio as written in the config, as a float64.
+	// TokenRatio is the ratio with the decimal places beyond the third
+	// dropped, as A6 requires: "0.5466" gives 0.546. Parse truncates the
+	// decimal text, not a float64, so the result is exact ("0.29" gives
+	// 0.29, never 0.289), and a ratio written with more precision than a
+	// float64 holds is truncated correctly too. A ratio below 0.001 gives 0
+	// (with a warning): successful calls then restore no tokens.
 	TokenRatio float64
-	// TokenRatioMilli is TokenRatio in thousandths, with the decimal places
-	// beyond the third dropped as A6 requires (0.5466 gives 546). Parse
-	// computes it from the decimal text, not from the float64, so it is
-	// exact ("0.29" gives 290, where 0.29*1000 in float64 is 289.99...).
-	// Values too large for an int64 saturate. Set it together with
-	// TokenRatio when building a RetryThrottling by hand.
-	TokenRatioMilli int64
 }
 
 // Threshold returns MaxTokens / 2: retries and hedges stop while the token

@@ -92,8 +92,8 @@ func splitErrors(err error) []error {
 // describe prints the effective policy of every method config.
 func describe(w io.Writer, cfg *serviceconfig.Config, clientMax int) {
 	if t := cfg.RetryThrottling; t != nil {
-		fmt.Fprintf(w, "  retryThrottling: maxTokens %d, +%s per success, retries and hedges stop at or below %g tokens\n",
-			t.MaxTokens, milli(t.TokenRatioMilli), t.Threshold())
+		fmt.Fprintf(w, "  retryThrottling: maxTokens %d, +%g per success, retries and hedges stop at or below %g tokens\n",
+			t.MaxTokens, t.TokenRatio, t.Threshold())
 	}
 	for i := range cfg.MethodConfigs {
 		mc := &cfg.MethodConfigs[i]
@@ -139,5 +139,3 @@ func clamped(asked, got int) string {
 	}
 	return fmt.Sprintf(" (config asks %d, clamped to the client maximum)", asked)
 }
-
-func milli(v int64) string { return fmt.Sprintf("%g", float64(v)/1000) }

@@ -96,7 +96,7 @@ func Info(retryable bool, pushback []string, committed bool) rebound.RetryInfo {
 type throttleKey struct {
 	server    string
 	maxTokens int
-	ratio     int64
+	ratio     float64
 }
 
 // throttles holds the throttles in use, weakly: a throttle lives while a
@@ -120,13 +120,13 @@ func Throttle(server string, t *serviceconfig.RetryThrottling) (*rebound.Throttl
 	if t == nil {
 		return nil, nil
 	}
-	key := throttleKey{server, t.MaxTokens, t.TokenRatioMilli}
+	key := throttleKey{server, t.MaxTokens, t.TokenRatio}
 	throttlesMu.Lock()
 	defer throttlesMu.Unlock()
 	if th := throttles[key].Value(); th != nil {
 		return th, nil
 	}
-	th, err := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: t.MaxTokens, TokenRatio: float64(t.TokenRatioMilli) / 1000})
+	th, err := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: t.MaxTokens, TokenRatio: t.TokenRatio})
 	if err != nil {
 		return nil, err
 	}

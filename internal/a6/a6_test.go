@@ -97,7 +97,7 @@ func TestInfo(t *testing.T) {
 }
 
 func TestThrottleSharedPerServerName(t *testing.T) {
-	cfg := &serviceconfig.RetryThrottling{MaxTokens: 10, TokenRatio: 0.5466, TokenRatioMilli: 546}
+	cfg := &serviceconfig.RetryThrottling{MaxTokens: 10, TokenRatio: 0.546}
 	// Throttles live for the process: fresh names keep -count=N runs apart.
 	name := fmt.Sprint("a6-test-", time.Now().UnixNano())
 	a, err := Throttle(name+":1", cfg)
@@ -117,7 +117,7 @@ func TestThrottleSharedPerServerName(t *testing.T) {
 	if th, err := Throttle("x", nil); th != nil || err != nil {
 		t.Fatal("nil config should mean no throttle")
 	}
-	if _, err := Throttle("x", &serviceconfig.RetryThrottling{MaxTokens: 0, TokenRatioMilli: 1}); err == nil {
+	if _, err := Throttle("x", &serviceconfig.RetryThrottling{MaxTokens: 0, TokenRatio: 0.001}); err == nil {
 		t.Fatal("invalid config accepted")
 	}
 }
@@ -154,7 +154,7 @@ func FuzzParsedConfigsBuild(f *testing.F) {
 
 // A throttle lives while a client holds it; then its entry goes.
 func TestThrottleReleased(t *testing.T) {
-	cfg := &serviceconfig.RetryThrottling{MaxTokens: 10, TokenRatio: 0.1, TokenRatioMilli: 100}
+	cfg := &serviceconfig.RetryThrottling{MaxTokens: 10, TokenRatio: 0.1}
 	name := fmt.Sprint("a6-release-", time.Now().UnixNano())
 	held, err := Throttle(name, cfg)
 	if err != nil {
