@@ -1,12 +1,18 @@
 // Package svgplot writes small line charts as standalone SVG: series of
-// (x, y) points on linear axes with ticks and labels, a legend, a title and
-// shaded x ranges (an outage window, say).
+// (x, y) points on linear or logarithmic axes with ticks and labels, a
+// legend, a title, labelled reference lines (percentiles, say) and shaded x
+// ranges (an outage window).
 //
 // The output is a pure function of the [Chart]: the same chart always gives
 // the same bytes, so a chart can be compared in tests or checked in. Every
 // piece of text is XML-escaped, and points whose coordinates are NaN or
-// infinite are left out, breaking the line, rather than corrupting the
-// drawing.
+// infinite (or not positive, on a log axis) are left out, breaking the
+// line, rather than corrupting the drawing.
+//
+// The SVG keeps to the subset that browsers, resvg, librsvg and
+// ImageMagick draw alike: one <svg> element, groups moved only by
+// transform="translate(…)", solid colours without opacity, and plain <text>
+// without <tspan> or baseline tricks.
 package svgplot
 
 import (
@@ -64,6 +70,25 @@ type Chart struct {
 	Series []Series
 	// Bands are shaded behind the lines.
 	Bands []Band
+	// Marks are labelled reference lines drawn over the bands and under
+	// the lines.
+	Marks []Mark
+	// XLog and YLog put an axis on a logarithmic scale, for values that
+	// span decades, such as a latency tail. A log axis leaves out values
+	// that are not positive and always spans whole decades.
+	XLog, YLog bool
+}
+
+// Mark is a thin labelled reference line across the whole plot: vertical at
+// X = Value, or horizontal at Y = Value. The zero value is an unlabelled
+// vertical line at X = 0. A mark outside the data's range widens the axis
+// to show it; one with a non-finite Value is not drawn.
+type Mark struct {
+	// Horizontal draws the line at Y = Value instead of X = Value.
+	Horizontal bool
+	Value      float64
+	// Label is written beside the line's end; empty means none.
+	Label string
 }
 
 // palette is the Okabe–Ito set of colours, told apart by most forms of
@@ -87,11 +112,31 @@ func (c *Chart) WriteTo(w io.Writer) (int64, error) {
 }
 
 // layout is the chart's geometry: the pixel box of the plot area and the
-// data ranges mapped onto it.
+// data ranges mapped onto it. On a log axis the range is of log10 of the
+// values.
 type layout struct {
 	width, height          int
 	left, right, top, bot  float64 // plot area in pixels
 	xmin, xmax, ymin, ymax float64
+	xlog, ylog             bool
+}
+
+// scale returns v on an axis's scale, and whether it can be drawn there.
+func scale(v float64, log bool) (float64, bool) {
+	if log {
+		if !(v > 0) {
+			return 0, false
+		}
+		v = math.Log10(v)
+	}
+	return v, finite(v)
+}
+
+// point returns p on the chart's scales, and whether it can be drawn.
+func (l layout) point(p Point) (x, y float64, ok bool) {
+	x, okx := scale(p.X, l.xlog)
+	y, oky := scale(p.Y, l.ylog)
+	return x, y, okx && oky
 }
 
 func (c *Chart) size() (int, int) {
@@ -102,7 +147,7 @@ func (c *Chart) size() (int, int) {
 }
 
 func (c *Chart) layout() layout {
-	l := layout{}
+	l := layout{xlog: c.XLog, ylog: c.YLog}
 	l.width, l.height = c.size()
 	legend := 0
 	for _, s := range c.Series {
@@ -121,25 +166,46 @@ func (c *Chart) layout() layout {
 	l.bot = float64(l.height) - 50
 
 	l.xmin, l.xmax = math.Inf(1), math.Inf(-1)
-	l.ymin, l.ymax = 0, math.Inf(-1) // the y axis always shows 0
+	l.ymin, l.ymax = math.Inf(1), math.Inf(-1)
+	if !l.ylog {
+		l.ymin = 0 // a linear y axis always shows 0
+	}
 	for _, s := range c.Series {
 		for _, p := range s.Points {
-			if finite(p.X) && finite(p.Y) {
-				l.xmin, l.xmax = min(l.xmin, p.X), max(l.xmax, p.X)
-				l.ymin, l.ymax = min(l.ymin, p.Y), max(l.ymax, p.Y)
+			if x, y, ok := l.point(p); ok {
+				l.xmin, l.xmax = min(l.xmin, x), max(l.xmax, x)
+				l.ymin, l.ymax = min(l.ymin, y), max(l.ymax, y)
 			}
 		}
 	}
 	for _, b := range c.Bands {
-		if finite(b.From) && finite(b.To) {
-			l.xmin, l.xmax = min(l.xmin, b.From, b.To), max(l.xmax, b.From, b.To)
+		from, ok1 := scale(b.From, l.xlog)
+		to, ok2 := scale(b.To, l.xlog)
+		if ok1 && ok2 {
+			l.xmin, l.xmax = min(l.xmin, from, to), max(l.xmax, from, to)
+		}
+	}
+	for _, m := range c.Marks {
+		v, ok := scale(m.Value, m.Horizontal && l.ylog || !m.Horizontal && l.xlog)
+		switch {
+		case !ok:
+		case m.Horizontal:
+			l.ymin, l.ymax = min(l.ymin, v), max(l.ymax, v)
+		default:
+			l.xmin, l.xmax = min(l.xmin, v), max(l.xmax, v)
 		}
 	}
 	l.xmin, l.xmax = widen(l.xmin, l.xmax)
 	l.ymin, l.ymax = widen(l.ymin, l.ymax)
 	// Round the y range out to whole ticks, so that the highest line has
-	// a labelled gridline above it.
-	if step := tickStep(l.ymin, l.ymax, l.yTicks()); step > 0 {
+	// a labelled gridline above it; a log axis to whole decades, on both
+	// axes, so that its ends are labelled.
+	if l.xlog {
+		l.xmin, l.xmax = decades(l.xmin, l.xmax)
+	}
+	if l.ylog {
+		l.ymin, l.ymax = decades(l.ymin, l.ymax)
+	} else if step := tickStep(l.ymin, l.ymax, l.yTicks()); step > 0 {
 		if v := math.Floor(l.ymin/step) * step; finite(v) {
 			l.ymin = v
 		}
@@ -148,6 +214,15 @@ func (c *Chart) layout() layout {
 		}
 	}
 	return l
+}
+
+// decades rounds a range of log10 values out to whole decades.
+func decades(lo, hi float64) (float64, float64) {
+	lo, hi = math.Floor(lo), math.Ceil(hi)
+	if lo == hi {
+		hi++
+	}
+	return lo, hi
 }
 
 // xTicks and yTicks are how many ticks suit each axis: one per 80 pixels
@@ -178,64 +253,90 @@ func frac(v, lo, hi float64) float64 {
 	return (v/2 - lo/2) / (hi/2 - lo/2)
 }
 
+// px and py map a value already on the axis's scale to pixels.
 func (l layout) px(x float64) float64 { return l.left + frac(x, l.xmin, l.xmax)*(l.right-l.left) }
 func (l layout) py(y float64) float64 { return l.bot - frac(y, l.ymin, l.ymax)*(l.bot-l.top) }
 
-func (c *Chart) render(b *bytes.Buffer) {
-	l := c.layout()
-	w, h := strconv.Itoa(l.width), strconv.Itoa(l.height)
+// svgOpen writes the start tag of a standalone SVG document of the given
+// size; the text attributes set there are inherited by every chart in it.
+func svgOpen(b *bytes.Buffer, width, height int) {
+	w, h := strconv.Itoa(width), strconv.Itoa(height)
 	b.WriteString(`<svg xmlns="http://www.w3.org/2000/svg" width="` + w + `" height="` + h +
 		`" viewBox="0 0 ` + w + ` ` + h + `" font-family="sans-serif" font-size="12">` + "\n")
+}
+
+func (c *Chart) render(b *bytes.Buffer) {
+	w, h := c.size()
+	svgOpen(b, w, h)
+	c.renderBody(b)
+	b.WriteString("</svg>\n")
+}
+
+// renderBody writes the chart's elements, from its top left corner.
+func (c *Chart) renderBody(b *bytes.Buffer) {
+	l := c.layout()
 	if c.Title != "" {
 		b.WriteString("<title>")
 		escape(b, c.Title)
 		b.WriteString("</title>\n")
 	}
-	b.WriteString(`<rect width="100%" height="100%" fill="white"/>` + "\n")
+	b.WriteString(`<rect width="` + strconv.Itoa(l.width) + `" height="` + strconv.Itoa(l.height) + `" fill="#ffffff"/>` + "\n")
 	if c.Title != "" {
 		text(b, float64(l.width)/2, 24, "middle", `font-size="16"`, c.Title)
 	}
 	c.renderBands(b, l)
 	renderAxes(b, l, c.XLabel, c.YLabel)
+	c.renderMarks(b, l)
 	c.renderSeries(b, l)
 	c.renderLegend(b, l)
-	b.WriteString("</svg>\n")
 }
+
+// bandFill is the shade of a band: a solid light grey, since group or fill
+// opacity is drawn differently, or black, by some renderers.
+const bandFill = "#ebebeb"
 
 func (c *Chart) renderBands(b *bytes.Buffer, l layout) {
 	if len(c.Bands) == 0 {
 		return
 	}
-	b.WriteString(`<g class="bands" fill="#000000" fill-opacity="0.08">` + "\n")
+	b.WriteString(`<g class="bands">` + "\n")
 	for _, band := range c.Bands {
-		if !finite(band.From) || !finite(band.To) {
+		from, ok1 := scale(band.From, l.xlog)
+		to, ok2 := scale(band.To, l.xlog)
+		if !ok1 || !ok2 {
 			continue
 		}
-		x0, x1 := l.px(min(band.From, band.To)), l.px(max(band.From, band.To))
+		x0, x1 := l.px(min(from, to)), l.px(max(from, to))
 		b.WriteString(`<rect x="` + num(x0) + `" y="` + num(l.top) + `" width="` + num(x1-x0) +
-			`" height="` + num(l.bot-l.top) + `"/>` + "\n")
+			`" height="` + num(l.bot-l.top) + `" fill="` + bandFill + `"/>` + "\n")
 		if band.Label != "" {
-			text(b, (x0+x1)/2, l.top+14, "middle", `fill="#444444" fill-opacity="1"`, band.Label)
+			text(b, (x0+x1)/2, l.top+14, "middle", `fill="#444444"`, band.Label)
 		}
 	}
 	b.WriteString("</g>\n")
 }
 
 func renderAxes(b *bytes.Buffer, l layout, xlabel, ylabel string) {
-	b.WriteString(`<g class="axes" stroke="#000000" stroke-width="1">` + "\n")
-	b.WriteString(`<rect x="` + num(l.left) + `" y="` + num(l.top) + `" width="` + num(l.right-l.left) +
-		`" height="` + num(l.bot-l.top) + `" fill="none"/>` + "\n")
-	for _, t := range ticks(l.xmin, l.xmax, l.xTicks()) {
+	b.WriteString(`<g class="axes">` + "\n")
+	for _, t := range axisTicks(l.xmin, l.xmax, l.xTicks(), l.xlog) {
 		x := l.px(t.v)
-		line(b, x, l.bot, x, l.bot+tickLen, "")
-		text(b, x, l.bot+tickLen+13, "middle", `stroke="none"`, t.label)
+		line(b, x, l.bot, x, l.bot+tickLen, `stroke="#000000"`)
+		if l.xlog {
+			// Decades are far apart on a log axis: a vertical gridline
+			// helps to read a value off it.
+			line(b, x, l.top, x, l.bot, `stroke="#dddddd"`)
+		}
+		text(b, x, l.bot+tickLen+13, "middle", "", t.label)
 	}
-	for _, t := range ticks(l.ymin, l.ymax, l.yTicks()) {
+	for _, t := range axisTicks(l.ymin, l.ymax, l.yTicks(), l.ylog) {
 		y := l.py(t.v)
 		line(b, l.left, y, l.right, y, `stroke="#dddddd"`)
-		line(b, l.left-tickLen, y, l.left, y, "")
-		text(b, l.left-tickLen-3, y+4, "end", `stroke="none"`, t.label)
+		line(b, l.left-tickLen, y, l.left, y, `stroke="#000000"`)
+		text(b, l.left-tickLen-3, y+4, "end", "", t.label)
 	}
+	// The frame goes over the gridlines at the ends of the axes.
+	b.WriteString(`<rect x="` + num(l.left) + `" y="` + num(l.top) + `" width="` + num(l.right-l.left) +
+		`" height="` + num(l.bot-l.top) + `" fill="none" stroke="#000000"/>` + "\n")
 	b.WriteString("</g>\n")
 	if xlabel != "" {
 		text(b, (l.left+l.right)/2, float64(l.height)-12, "middle", "", xlabel)
@@ -246,33 +347,69 @@ func renderAxes(b *bytes.Buffer, l layout, xlabel, ylabel string) {
 	}
 }
 
+// markColor is the colour of reference lines and their labels.
+const markColor = "#555555"
+
+func (c *Chart) renderMarks(b *bytes.Buffer, l layout) {
+	if len(c.Marks) == 0 {
+		return
+	}
+	b.WriteString(`<g class="marks">` + "\n")
+	for _, m := range c.Marks {
+		v, ok := scale(m.Value, m.Horizontal && l.ylog || !m.Horizontal && l.xlog)
+		if !ok {
+			continue
+		}
+		const attrs = `stroke="` + markColor + `" stroke-dasharray="2 3"`
+		if m.Horizontal {
+			y := l.py(v)
+			line(b, l.left, y, l.right, y, attrs)
+			if m.Label != "" {
+				text(b, l.right-4, y-4, "end", `fill="`+markColor+`"`, m.Label)
+			}
+			continue
+		}
+		x := l.px(v)
+		line(b, x, l.top, x, l.bot, attrs)
+		if m.Label != "" {
+			text(b, x+4, l.bot-6, "start", `fill="`+markColor+`"`, m.Label)
+		}
+	}
+	b.WriteString("</g>\n")
+}
+
 func (c *Chart) renderSeries(b *bytes.Buffer, l layout) {
-	b.WriteString(`<g class="series" fill="none" stroke-width="1.5" stroke-linejoin="round">` + "\n")
+	b.WriteString(`<g class="series">` + "\n")
 	for i, s := range c.Series {
-		var pts bytes.Buffer
+		// A path rather than a polyline: some renderers skip a polyline
+		// of two points.
+		var d bytes.Buffer
 		flush := func() {
-			if pts.Len() > 0 {
-				b.WriteString(`<polyline stroke="`)
+			if d.Len() > 0 {
+				b.WriteString(`<path fill="none" stroke-width="1.5" stroke-linejoin="round" stroke="`)
 				escape(b, color(s, i))
 				b.WriteString(`"`)
 				if s.Dashed {
 					b.WriteString(` stroke-dasharray="6 4"`)
 				}
-				b.WriteString(` points="`)
-				b.Write(pts.Bytes())
+				b.WriteString(` d="`)
+				b.Write(d.Bytes())
 				b.WriteString(`"/>` + "\n")
-				pts.Reset()
+				d.Reset()
 			}
 		}
 		for _, p := range s.Points {
-			if !finite(p.X) || !finite(p.Y) {
+			x, y, ok := l.point(p)
+			if !ok {
 				flush()
 				continue
 			}
-			if pts.Len() > 0 {
-				pts.WriteByte(' ')
+			if d.Len() == 0 {
+				d.WriteString("M")
+			} else {
+				d.WriteString(" L")
 			}
-			pts.WriteString(num(l.px(p.X)) + "," + num(l.py(p.Y)))
+			d.WriteString(num(l.px(x)) + " " + num(l.py(y)))
 		}
 		flush()
 	}
@@ -388,6 +525,43 @@ func ticks(lo, hi float64, n int) []tick {
 	return out
 }
 
+// axisTicks returns the ticks of an axis, at positions on its scale.
+func axisTicks(lo, hi float64, n int, log bool) []tick {
+	if log {
+		return logTicks(lo, hi, n)
+	}
+	return ticks(lo, hi, n)
+}
+
+// logTicks returns ticks for the log10 range [lo, hi], which [decades]
+// made whole: every decade, or every k-th when there are more than n; and
+// 2× and 5× each decade when the range spans at most two.
+func logTicks(lo, hi float64, n int) []tick {
+	span := hi - lo
+	if !finite(span) || span <= 0 {
+		return nil
+	}
+	every := max(1, math.Ceil(span/float64(n)))
+	var out []tick
+	for e := lo; e <= hi; e += every {
+		out = append(out, tick{e, decadeLabel(e, 1)})
+		if span <= 2 && e < hi {
+			out = append(out, tick{e + math.Log10(2), decadeLabel(e, 2)}, tick{e + math.Log10(5), decadeLabel(e, 5)})
+		}
+	}
+	return out
+}
+
+// decadeLabel labels m × 10^e plainly ("0.001", "2000") while that stays
+// short, and in exponent form ("1e-06") beyond.
+func decadeLabel(e, m float64) string {
+	v := m * math.Pow(10, e)
+	if e >= -4 && e <= 6 {
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 1, 64)
+}
+
 func label(v, step float64) string {
 	if step >= 1e-4 && math.Abs(v) < 1e12 {
 		dec := max(0, int(-math.Floor(math.Log10(step))))
@@ -407,16 +581,14 @@ func WriteStacked(w io.Writer, charts ...*Chart) (int64, error) {
 		height += ch
 	}
 	var b bytes.Buffer
-	ws, hs := strconv.Itoa(width), strconv.Itoa(height)
-	b.WriteString(`<svg xmlns="http://www.w3.org/2000/svg" width="` + ws + `" height="` + hs +
-		`" viewBox="0 0 ` + ws + ` ` + hs + `">` + "\n")
+	svgOpen(&b, width, height)
 	y := 0
 	for _, c := range charts {
-		var one bytes.Buffer
-		c.render(&one)
-		// Place the chart's own <svg> element at its offset.
-		b.WriteString(`<svg y="` + strconv.Itoa(y) + `"`)
-		b.Write(bytes.TrimPrefix(one.Bytes(), []byte("<svg")))
+		// A group moved into place, not a nested <svg y=…>, which some
+		// renderers draw at the top.
+		b.WriteString(`<g transform="translate(0 ` + strconv.Itoa(y) + `)">` + "\n")
+		c.renderBody(&b)
+		b.WriteString("</g>\n")
 		_, ch := c.size()
 		y += ch
 	}

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/xml"
 	"errors"
+	"image"
 	"io"
 	"math"
-	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rebound-go/rebound/internal/svgplot/svgcheck"
 )
 
 // decode parses an SVG document with encoding/xml and returns its
@@ -78,10 +80,10 @@ func TestChart(t *testing.T) {
 			t.Errorf("text lacks %q", want)
 		}
 	}
-	if elems["polyline"] != 2 {
-		t.Errorf("%d polylines, want 2", elems["polyline"])
+	if elems["path"] != 2 {
+		t.Errorf("%d paths, want 2", elems["path"])
 	}
-	if !bytes.Contains(doc, []byte(`stroke="red" stroke-dasharray="6 4"`)) {
+	if !bytes.Contains(doc, []byte(`stroke="red" stroke-dasharray="6 4" d="`)) {
 		t.Errorf("dashed red series not drawn as such:\n%s", doc)
 	}
 	if !bytes.Contains(doc, []byte(`stroke="`+palette[0]+`"`)) {
@@ -124,9 +126,9 @@ func TestDegenerateInput(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
 	huge := math.MaxFloat64
 	for _, tc := range []struct {
-		name      string
-		chart     Chart
-		polylines int
+		name  string
+		chart Chart
+		paths int
 	}{
 		{"zero value", Chart{}, 0},
 		{"empty series", Chart{Series: []Series{{Name: "a"}, {}}}, 0},
@@ -143,8 +145,8 @@ func TestDegenerateInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			doc := render(t, &tc.chart)
 			_, elems := decode(t, doc)
-			if elems["polyline"] != tc.polylines {
-				t.Errorf("%d polylines, want %d", elems["polyline"], tc.polylines)
+			if elems["path"] != tc.paths {
+				t.Errorf("%d paths, want %d", elems["path"], tc.paths)
 			}
 			for _, bad := range []string{"NaN", "Inf"} {
 				if bytes.Contains(doc, []byte(bad)) {
@@ -220,35 +222,141 @@ func BenchmarkChart(b *testing.B) {
 
 func TestWriteStacked(t *testing.T) {
 	a := &Chart{Title: "a", Series: []Series{{Name: "s", Points: []Point{{0, 0}, {1, 1}}}}}
-	b := &Chart{Title: "b <&>", Width: 600, Height: 300}
+	b := &Chart{Title: "b <&>", Width: 600, Height: 300, Series: []Series{{Name: "s", Points: []Point{{0, 1}, {1, 0}}, Color: "#D55E00"}}}
 	var buf bytes.Buffer
 	if _, err := WriteStacked(&buf, a, b); err != nil {
 		t.Fatal(err)
 	}
-	dec := xml.NewDecoder(&buf)
-	var svgs []string
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("not well-formed: %v", err)
-		}
-		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "svg" {
-			var y, h string
-			for _, at := range se.Attr {
-				switch at.Name.Local {
-				case "y":
-					y = at.Value
-				case "height":
-					h = at.Value
-				}
-			}
-			svgs = append(svgs, y+"/"+h)
+	doc := buf.Bytes()
+	_, elems := decode(t, doc)
+	if elems["title"] != 2 {
+		t.Errorf("%d titles, want one per chart", elems["title"])
+	}
+	for _, want := range []string{`width="800" height="750"`, `<g transform="translate(0 0)">`, `<g transform="translate(0 450)">`} {
+		if !bytes.Contains(doc, []byte(want)) {
+			t.Errorf("stacked document lacks %s", want)
 		}
 	}
-	if want := []string{"/750", "0/450", "450/300"}; !slices.Equal(svgs, want) {
-		t.Fatalf("svg elements (y/height) %v, want %v", svgs, want)
+	img, err := svgcheck.Check(doc, palette[0], "#D55E00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each chart is drawn in its own place: the second one's line only
+	// below the first.
+	c, _ := svgcheck.ParseHex("#D55E00")
+	top := img.SubImage(image.Rect(0, 0, 800, 450)).(*image.RGBA)
+	if n := svgcheck.Count(top, c, 24); n != 0 {
+		t.Errorf("the second chart's colour covers %d pixels of the first chart", n)
+	}
+	if ink := svgcheck.Ink(img, image.Rect(0, 450, 600, 750)); ink < 0.01 {
+		t.Errorf("the second chart is blank where it should be (%.3f ink)", ink)
+	}
+}
+
+// tail is a latency tail as the demo plots it: the fraction of calls
+// slower than x ms, from 1 down to 1/1000.
+func tail() *Chart {
+	var pts []Point
+	for i := 0; i <= 30; i++ {
+		p := math.Pow(10, -float64(i)/10)
+		pts = append(pts, Point{X: 1 / p, Y: p})
+	}
+	return &Chart{
+		Title: "tail", XLabel: "latency (ms)", YLabel: "fraction slower",
+		XLog: true, YLog: true,
+		Series: []Series{{Name: "a", Points: pts}, {Name: "b", Points: []Point{{2, 1}, {0, 0.5}, {50, 0.01}}}},
+		Marks:  []Mark{{Horizontal: true, Value: 0.01, Label: "p99"}, {Horizontal: true, Value: 0.001, Label: "p99.9"}, {Value: 20, Label: "hedge"}},
+		Bands:  []Band{{From: 100, To: 200, Label: "stalls"}},
+	}
+}
+
+func TestLogAxes(t *testing.T) {
+	doc := render(t, tail())
+	text, elems := decode(t, doc)
+	// Whole decades label both axes: 1..1000 ms and 0.001..1.
+	for _, want := range []string{">1</text>", ">10</text>", ">100</text>", ">1000</text>", ">0.001</text>", ">0.01</text>", ">0.1</text>"} {
+		if !bytes.Contains(doc, []byte(want)) {
+			t.Errorf("no tick label %s", want)
+		}
+	}
+	for _, want := range []string{"p99", "p99.9", "hedge", "stalls"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q", want)
+		}
+	}
+	// The point at x = 0 cannot be drawn on a log axis: it breaks "b"
+	// into two stretches of one point.
+	if elems["path"] != 3 {
+		t.Errorf("%d paths, want 3", elems["path"])
+	}
+	l := tail().layout()
+	if l.xmin != 0 || l.xmax != 3 || l.ymin != -3 || l.ymax != 0 {
+		t.Errorf("log ranges x [%v, %v] y [%v, %v], want [0, 3] and [-3, 0]", l.xmin, l.xmax, l.ymin, l.ymax)
+	}
+	// p99 lies two decades down a three-decade axis.
+	if y, want := l.py(math.Log10(0.01)), l.top+(l.bot-l.top)*2/3; math.Abs(y-want) > 0.01 {
+		t.Errorf("p99 drawn at y = %v, want %v", y, want)
+	}
+	if _, err := svgcheck.Check(doc, palette[0], palette[1]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLogTicks(t *testing.T) {
+	for _, tc := range []struct {
+		lo, hi float64
+		n      int
+		want   string
+	}{
+		{0, 3, 5, "1 10 100 1000"},
+		{-1, 1, 5, "0.1 0.2 0.5 1 2 5 10"},
+		{-8, -6, 5, "1e-08 2e-08 5e-08 1e-07 2e-07 5e-07 1e-06"},
+		{0, 12, 4, "1 1000 1000000 1e+09 1e+12"},
+		{-300, 300, 4, "1e-300 1e-150 1 1e+150 1e+300"},
+	} {
+		var got []string
+		for _, tk := range logTicks(tc.lo, tc.hi, tc.n) {
+			got = append(got, tk.label)
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("logTicks(%v, %v, %d) = %v, want %v", tc.lo, tc.hi, tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestRendersEverywhere draws every kind of chart with an independent
+// renderer, and checks it keeps to what every renderer draws alike.
+func TestRendersEverywhere(t *testing.T) {
+	linear := &Chart{
+		Title: "load", Series: []Series{{Name: "naive", Points: []Point{{0, 10}, {1, 50}, {2, 20}}}, {Name: "cap", Points: []Point{{0, 30}, {2, 30}}, Dashed: true}},
+		Bands: []Band{{From: 0.5, To: 1.5, Label: "outage"}},
+	}
+	for name, c := range map[string]*Chart{"linear": linear, "log-log": tail()} {
+		t.Run(name, func(t *testing.T) {
+			img, err := svgcheck.Check(render(t, c), palette[0], palette[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The band is shaded a light grey, not black.
+			band, _ := svgcheck.ParseHex(bandFill)
+			if n := svgcheck.Count(img, band, 2); n < 1000 {
+				t.Errorf("band covers %d pixels, want a shaded area", n)
+			}
+		})
+	}
+}
+
+func TestPortableRejects(t *testing.T) {
+	for _, doc := range []string{
+		`<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><svg y="5"/></svg>`,
+		`<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><g opacity="0.5"/></svg>`,
+		`<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><g fill-opacity="0.1"/></svg>`,
+		`<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><text>a<tspan>b</tspan></text></svg>`,
+		`<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><foreignObject/></svg>`,
+		`<g/>`,
+	} {
+		if err := svgcheck.Portable([]byte(doc)); err == nil {
+			t.Errorf("Portable accepted %s", doc)
+		}
 	}
 }
