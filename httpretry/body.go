@@ -2,28 +2,62 @@ package httpretry
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 )
 
-// drainLimit bounds how much of a discarded response body is read so that
-// its connection can be reused; a longer body is closed unread, which costs
-// the connection but not the time to read it.
-const drainLimit = 64 << 10
+// A response that will not be returned is drained a little before it is
+// closed, so that its connection goes back to the pool, as net/http does
+// before following a redirect (it reads 2 KiB). The drain is bounded in
+// bytes and in time: a longer body, or one that trickles, costs the
+// connection rather than delaying the next attempt.
+const (
+	drainLimit = 4 << 10
+	// drainTimeout bounds the wait for a body already on its way; a body
+	// that has arrived drains in microseconds. It is I/O, like a
+	// connection's deadline, so it runs on real time, not the retry
+	// clock (whose waits a test may skip).
+	drainTimeout = 50 * time.Millisecond
+)
 
-// discard drains (up to drainLimit) and closes the body of a response that
-// will not be returned.
-func discard(resp *http.Response) {
+// discard drains (up to drainLimit bytes, for at most drainTimeout, and
+// while ctx is not done) and closes the body of a response that will not
+// be returned.
+func discard(ctx context.Context, resp *http.Response) {
 	if resp.Body == nil {
 		return
 	}
-	if resp.ContentLength <= drainLimit {
+	if resp.ContentLength > drainLimit || ctx.Err() != nil {
+		_ = resp.Body.Close()
+		return
+	}
+	drain(ctx, resp.Body, drainTimeout)
+}
+
+// drain reads body to its end or up to drainLimit bytes, until timeout or
+// ctx ends the wait, and closes it. A body still arriving then is closed in
+// the middle of a read, which net/http's response bodies allow: the read
+// returns and the connection is dropped.
+func drain(ctx context.Context, body io.ReadCloser, timeout time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
 		// One byte more than the limit, so that a body of exactly
 		// drainLimit bytes is read to EOF and its connection released.
-		_, _ = io.CopyN(io.Discard, resp.Body, drainLimit+1)
+		_, _ = io.CopyN(io.Discard, body, drainLimit+1)
+	}()
+	timer := time.NewTimer(timeout)
+	select {
+	case <-done:
+	case <-timer.C:
+	case <-ctx.Done():
 	}
-	_ = resp.Body.Close()
+	timer.Stop()
+	_ = body.Close()
+	<-done // the close ended a read in progress: nothing outlives the call
 }
 
 // outgoing is the request as the Transport sends it: first is the request of

@@ -52,10 +52,10 @@ func (e *statusError) Error() string {
 // RetryInfo lets [rebound.Classify] see the decision made for the response.
 func (e *statusError) RetryInfo() rebound.RetryInfo { return e.info }
 
-func (e *statusError) discard() {
+func (e *statusError) discard(ctx context.Context) {
 	if !e.discarded {
 		e.discarded = true
-		discard(e.resp)
+		discard(ctx, e.resp)
 	}
 }
 

@@ -35,7 +35,7 @@ func (s *strategy) RefreshToken(ctx context.Context, t rebound.Token, err error)
 	}
 	var se *statusError
 	if errors.As(err, &se) {
-		se.discard()
+		se.discard(ctx)
 	}
 	return next, nil
 }

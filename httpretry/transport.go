@@ -84,7 +84,10 @@ type host struct {
 // gets a fresh body from GetBody; a body without GetBody is buffered when
 // small enough ([WithMaxBufferedBody]), and otherwise the request gets
 // exactly one attempt. The bodies of responses that are not returned are
-// drained (up to 64 KiB) and closed, so their connections are reused.
+// drained (up to 4 KiB, for at most 50ms, while the request's context
+// lasts) and closed, so that their connections are reused; a longer or
+// slower body is closed unread and costs its connection, not the time to
+// read it.
 //
 // When retrying stops after a response, that last response is returned
 // with its body unread and a nil error, as http.Client expects of a

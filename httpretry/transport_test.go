@@ -475,19 +475,30 @@ func TestLastResponseBodyIntact(t *testing.T) {
 
 func TestConnectionReuse(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		size  int // of each failed response's body
-		conns int32
+		name    string
+		size    int  // of each failed response's body
+		chunked bool // sent without a Content-Length
+		conns   int32
 	}{
-		{"small bodies drained", 100, 1},
-		{"drain limit", 64 << 10, 1},
-		{"large bodies closed unread", 200 << 10, 3},
+		{"small bodies drained", 100, false, 1},
+		{"drain limit", 4 << 10, false, 1},
+		{"large bodies closed unread", 4<<10 + 1, false, 3},
+		{"small bodies of unknown length drained", 100, true, 1},
+		{"drain limit of unknown length", 4 << 10, true, 1},
+		{"large bodies of unknown length closed", 64 << 10, true, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
 				if n < 3 {
-					w.Header().Set("Content-Length", strconv.Itoa(tc.size))
+					if !tc.chunked {
+						w.Header().Set("Content-Length", strconv.Itoa(tc.size))
+					}
 					w.WriteHeader(503)
+					if tc.chunked {
+						// Sent ahead of the body, the header cannot
+						// carry its length.
+						w.(http.Flusher).Flush()
+					}
 					w.Write(bytes.Repeat([]byte{'x'}, tc.size))
 					return
 				}
@@ -506,6 +517,53 @@ func TestConnectionReuse(t *testing.T) {
 				t.Errorf("%d connections for 3 attempts, want %d", got, tc.conns)
 			}
 		})
+	}
+}
+
+// A 503 whose body trickles does not hold back the retry: attempt 2
+// reaches the server while attempt 1's handler is still sending its body.
+func TestTricklingBodyDoesNotDelayRetry(t *testing.T) {
+	const bodyLen = 2000 // bytes, one per 10ms: 20s if the client waited
+	second := make(chan struct{})
+	var sent atomic.Int32 // bytes of attempt 1's body when attempt 2 came
+	sent.Store(-1)
+	srv := newServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		if n > 1 {
+			if n == 2 {
+				close(second)
+			}
+			io.WriteString(w, "attempt "+strconv.Itoa(n))
+			return
+		}
+		w.WriteHeader(503)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := range bodyLen {
+			// Write errors are ignored: the client may hang up before
+			// attempt 2 comes, and the handler waits for it all the same.
+			w.Write([]byte{'x'})
+			w.(http.Flusher).Flush()
+			select {
+			case <-second:
+				sent.Store(int32(i + 1))
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	client, _ := newClient(t)
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); got != "attempt 2" {
+		t.Fatalf("got %q, want attempt 2", got)
+	}
+	if n := sent.Load(); n < 1 || n >= bodyLen {
+		t.Fatalf("attempt 2 came after %d of attempt 1's %d bytes, want while it was still sending", n, bodyLen)
+	}
+	if got := srv.conns.Load(); got != 2 {
+		t.Errorf("%d connections, want 2: the trickling body's connection cannot be reused", got)
 	}
 }
 
