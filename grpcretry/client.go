@@ -136,6 +136,13 @@ func DialOptions(cfg *serviceconfig.Config, opts ...Option) []grpc.DialOption {
 // arrive first (A6), and counts transparent retries. Installed by hand,
 // without it, the interceptors learn of a unary attempt's headers only
 // when the attempt ends.
+//
+// When the config has loadBalancingConfig, loadBalancingPolicy or
+// healthCheckConfig, DialOptions also hands those fields, and only those,
+// to grpc-go with grpc.WithDefaultServiceConfig: a config naming
+// rebound_distinct sends hedges to distinct backends with no further
+// option, and grpc.NewClient rejects a policy it does not know. A
+// grpc.WithDefaultServiceConfig placed after these options replaces them.
 func (c *Client) DialOptions() []grpc.DialOption {
 	opts := []grpc.DialOption{
 		grpc.WithDisableRetry(),
@@ -144,6 +151,9 @@ func (c *Client) DialOptions() []grpc.DialOption {
 	}
 	if c.opts.MeterProvider != nil || c.hedges() {
 		opts = append(opts, grpc.WithStatsHandler(callStats{}))
+	}
+	if sc, ok := grpcServiceConfig(c.cfg); ok {
+		opts = append(opts, sc)
 	}
 	return opts
 }

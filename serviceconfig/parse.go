@@ -2,6 +2,7 @@ package serviceconfig
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -33,7 +34,8 @@ import (
 //   - Unknown fields are accepted for forward compatibility and reported in
 //     Config.Warnings, with a hint when they differ from a known field only
 //     in case or underscores. The gRPC fields loadBalancingConfig and
-//     healthCheckConfig are accepted without being checked.
+//     healthCheckConfig are kept as written, without being checked: grpc-go
+//     checks them when grpcretry hands them over.
 //   - A methodConfig entry without names applies to no method: it is kept
 //     and draws a warning. A name with a method but no service is an error,
 //     as is the same name appearing twice anywhere in the config.
@@ -72,6 +74,18 @@ func Parse(data []byte) (*Config, error) {
 	for _, w := range p.warns {
 		c.Warnings = append(c.Warnings, w.v)
 	}
+	if p.rawFields {
+		var m map[string]json.RawMessage // exact keys, unlike a struct
+		if err := json.Unmarshal(data, &m); err != nil {
+			return nil, fmt.Errorf("serviceconfig: %w", err) // decodeJSON accepted what encoding/json does not
+		}
+		for _, k := range []string{"loadBalancingConfig", "healthCheckConfig"} {
+			if string(m[k]) == "null" { // absent, as for every field
+				delete(m, k)
+			}
+		}
+		c.LoadBalancingConfig, c.HealthCheckConfig = m["loadBalancingConfig"], m["healthCheckConfig"]
+	}
 	c.codePos = p.codePos
 	c.index = make(map[Name]*MethodConfig)
 	for i := range c.MethodConfigs {
@@ -91,6 +105,9 @@ type parser struct {
 	warns   []located[Warning]
 	names   map[Name]path // where each name was first seen
 	codePos map[codeKey]int
+	// rawFields says the config has loadBalancingConfig or
+	// healthCheckConfig, which Parse keeps as written.
+	rawFields bool
 }
 
 type located[T any] struct {
@@ -161,6 +178,7 @@ func (p *parser) config(root *jsonValue) *Config {
 		return nil
 	}
 	c := &Config{}
+	p.rawFields = f["loadBalancingConfig"] != nil || f["healthCheckConfig"] != nil
 	if v := f["loadBalancingPolicy"]; v != nil {
 		c.LoadBalancingPolicy, _ = p.str(v, "loadBalancingPolicy")
 	}

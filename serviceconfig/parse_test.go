@@ -530,3 +530,44 @@ func TestParseDoesNotRetainInput(t *testing.T) {
 		t.Errorf("after overwriting the input, name = %v", got)
 	}
 }
+
+// The gRPC fields that rebound does not interpret are kept exactly as
+// written, for grpcretry to hand to grpc-go; a field named in another case
+// is an unknown field, not one of them.
+func TestParseKeepsGRPCFields(t *testing.T) {
+	c, err := serviceconfig.Parse([]byte(`{
+	  "loadBalancingConfig": [{"rebound_distinct": {"childPolicy": [{"round_robin": {}}]}}],
+	  "healthCheckConfig": {"serviceName": "echo"},
+	  "methodConfig": []
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(c.LoadBalancingConfig), `[{"rebound_distinct": {"childPolicy": [{"round_robin": {}}]}}]`; got != want {
+		t.Errorf("LoadBalancingConfig = %s, want %s", got, want)
+	}
+	if got, want := string(c.HealthCheckConfig), `{"serviceName": "echo"}`; got != want {
+		t.Errorf("HealthCheckConfig = %s, want %s", got, want)
+	}
+
+	c, err = serviceconfig.Parse([]byte(`{"loadBalancingConfig": null, "healthCheckConfig": null, "LoadBalancingConfig": [{"round_robin": {}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LoadBalancingConfig != nil || c.HealthCheckConfig != nil {
+		t.Errorf("got LoadBalancingConfig %s, HealthCheckConfig %s; want both nil", c.LoadBalancingConfig, c.HealthCheckConfig)
+	}
+	if len(c.Warnings) != 1 || c.Warnings[0].Path != "LoadBalancingConfig" {
+		t.Errorf("Warnings = %v, want one for LoadBalancingConfig", c.Warnings)
+	}
+}
+
+func TestParseGRPCFieldNull(t *testing.T) {
+	c, err := serviceconfig.Parse([]byte(`{"loadBalancingConfig": null, "healthCheckConfig": {"serviceName": ""}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LoadBalancingConfig != nil || string(c.HealthCheckConfig) != `{"serviceName": ""}` {
+		t.Errorf("got LoadBalancingConfig %q, HealthCheckConfig %q; want nil and the object", c.LoadBalancingConfig, c.HealthCheckConfig)
+	}
+}

@@ -17,6 +17,7 @@
 package serviceconfig
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 	"strings"
@@ -204,6 +205,13 @@ type Config struct {
 	// LoadBalancingPolicy is the deprecated loadBalancingPolicy field as
 	// written, such as "round_robin"; it is not checked against any registry.
 	LoadBalancingPolicy string
+	// LoadBalancingConfig and HealthCheckConfig are the gRPC fields
+	// loadBalancingConfig (such as [{"rebound_distinct": {}}], which sends
+	// hedges to distinct backends) and healthCheckConfig as written, or nil.
+	// Parse does not check them; grpcretry hands them to grpc-go, which
+	// does when the conn is made.
+	LoadBalancingConfig json.RawMessage
+	HealthCheckConfig   json.RawMessage
 	// MethodConfigs are the methodConfig entries in document order.
 	MethodConfigs []MethodConfig
 	// RetryThrottling, if not nil, throttles retries and hedges on the
