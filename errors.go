@@ -16,9 +16,9 @@ import (
 var (
 	// ErrAttemptsExhausted: the maximum number of attempts was made.
 	ErrAttemptsExhausted = errors.New("rebound: attempts exhausted")
-	// ErrThrottled: the retry budget (a Throttle or TokenBucket) refused
-	// another attempt.
-	ErrThrottled = errors.New("rebound: retry budget exhausted")
+	// ErrThrottled: the call was throttled: the retry budget (a Throttle
+	// or TokenBucket) refused another attempt.
+	ErrThrottled = errors.New("rebound: throttled: the retry budget refused another attempt")
 	// ErrPushback: the server said not to retry.
 	ErrPushback = errors.New("rebound: server pushback said not to retry")
 	// ErrNotRetryable: the attempt's error is not one that may be retried.

@@ -312,6 +312,3 @@ func (p *Retrier) recordFirstSuccess() {
 		p.s.budget.RecordSuccess()
 	}
 }
-
-// MaxAttempts returns the maximum number of attempts.
-func (p *Retrier) MaxAttempts() int { return p.s.maxAttempts }
