@@ -44,7 +44,7 @@ type MethodStats struct {
 	RetryDelay time.Duration
 }
 
-// Stats are retry statistics by method name, as a snapshot. Front doors
-// name methods as their protocol does ("/pkg.Service/Method" for gRPC and
+// Stats are retry statistics by method name, as a snapshot. The protocol
+// packages name methods as their protocol does ("/pkg.Service/Method" for gRPC and
 // Connect, "GET example.com" for HTTP).
 type Stats map[string]MethodStats

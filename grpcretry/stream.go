@@ -24,9 +24,10 @@ import (
 //
 // A streaming call under a policy keeps every message the application sends,
 // and its CloseSend, and sends them again, in order, to each new attempt
-// (A6 "Memory Management (Buffering)"); see buffer.go for how a message is
-// kept. The call commits, that is makes no further attempt and keeps
-// nothing more, once
+// (A6 "Memory Management (Buffering)"). A message is kept as its proto
+// encoding and decoded into a new message for each replay, so every
+// attempt's server gets exactly the same message. The call commits, that
+// is makes no further attempt and keeps nothing more, once
 //
 //   - an attempt receives response headers or a message (which is also
 //     when the application can first read headers); a Trailers-Only

@@ -7,7 +7,7 @@ import (
 )
 
 // Code is a gRPC status code. The values equal those of
-// google.golang.org/grpc/codes, so a front door converts with codes.Code(c)
+// google.golang.org/grpc/codes, so grpc-go code converts with codes.Code(c)
 // and back with Code(c). The zero value is OK.
 type Code uint32
 

@@ -3,9 +3,10 @@
 // per-method retry and hedging policies, timeouts, wait-for-ready and
 // message size limits, and the channel-wide retry throttling settings.
 //
-// The package depends on the standard library only. Front doors for gRPC,
-// Connect and HTTP convert the results: a [Code] equals the grpc-go status
-// code of the same number, and durations are time.Duration values.
+// The package depends on the standard library only. The protocol packages
+// (grpcretry, connectretry) convert the results: a [Code] equals the
+// grpc-go status code of the same number, and durations are time.Duration
+// values.
 //
 // [Parse] checks every rule of A6 and reports every problem at once, each
 // named by its JSON path:
