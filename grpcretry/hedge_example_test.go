@@ -38,10 +38,11 @@ func Example_hedging() {
 	go srv.Serve(lis)
 	defer srv.Stop()
 
-	// Send the call a second time if no answer came within 10ms;
-	// rebound_distinct sends the hedge to a backend not used yet, when
-	// there is one.
+	// Send the call a second time if no answer came within 10ms; the
+	// rebound_distinct balancer sends the hedge to a backend not used yet,
+	// when there is one.
 	cfg, err := serviceconfig.Parse([]byte(`{
+	  "loadBalancingConfig": [{"rebound_distinct": {}}],
 	  "methodConfig": [{
 	    "name": [{"service": "grpc.testing.TestService"}],
 	    "hedgingPolicy": {
@@ -55,8 +56,7 @@ func Example_hedging() {
 		panic(err)
 	}
 	conn, err := grpc.NewClient(lis.Addr().String(), append(grpcretry.DialOptions(cfg),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"rebound_distinct": {}}]}`))...)
+		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		panic(err)
 	}
