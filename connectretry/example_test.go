@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -11,53 +12,100 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/connectretry"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-func ExampleNewInterceptor() {
-	// A greeter that is unavailable for its first two calls.
-	const greet = "/acme.greet.v1.GreetService/Greet"
+// greet is the procedure of the examples' greeter.
+const greet = "/acme.greet.v1.GreetService/Greet"
+
+// serveGreeter starts a greeter that is unavailable for its first
+// `failures` calls, and returns its URL and a function that stops it.
+func serveGreeter(failures int32) (url string, stop func()) {
 	var calls atomic.Int32
 	mux := http.NewServeMux()
 	mux.Handle(greet, connect.NewUnaryHandler(greet,
 		func(_ context.Context, req *connect.Request[wrapperspb.StringValue]) (*connect.Response[wrapperspb.StringValue], error) {
-			if calls.Add(1) <= 2 {
+			if calls.Add(1) <= failures {
 				return nil, connect.NewError(connect.CodeUnavailable, errors.New("warming up"))
 			}
 			return connect.NewResponse(wrapperspb.String("hello, " + req.Msg.GetValue())), nil
 		}))
 	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	return srv.URL, srv.Close
+}
 
-	cfg, err := serviceconfig.Parse([]byte(`{
-	  "methodConfig": [{
-	    "name": [{"service": "acme.greet.v1.GreetService"}],
-	    "retryPolicy": {
-	      "maxAttempts": 4,
-	      "initialBackoff": "0.01s",
-	      "maxBackoff": "0.1s",
-	      "backoffMultiplier": 2,
-	      "retryableStatusCodes": ["unavailable"]
-	    }
-	  }],
-	  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}
-	}`))
+// serviceConfigJSON is the A6 service config of the examples: retry the
+// greeter's calls on UNAVAILABLE, up to 4 attempts, and throttle retries
+// when many calls fail.
+const serviceConfigJSON = `{
+  "methodConfig": [{
+    "name": [{"service": "acme.greet.v1.GreetService"}],
+    "retryPolicy": {
+      "maxAttempts": 4,
+      "initialBackoff": "0.01s",
+      "maxBackoff": "0.1s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["unavailable"]
+    }
+  }],
+  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}
+}`
+
+// The one line that installs rebound on a connect client, and how to
+// count a call's attempts.
+func ExampleNewInterceptor() {
+	url, stop := serveGreeter(2)
+	defer stop()
+	httpClient := http.DefaultClient
+
+	cfg, err := serviceconfig.Parse([]byte(serviceConfigJSON))
 	if err != nil {
-		panic(err)
+		log.Fatal(err) // every problem, each named by its JSON path
 	}
-	// The one line: rebound's interceptor on a connect client.
-	client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](srv.Client(), srv.URL+greet,
+	client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](httpClient, url+greet,
 		connect.WithInterceptors(connectretry.NewInterceptor(cfg)))
 
 	var attempts int
 	ctx := connectretry.CountAttempts(context.Background(), &attempts)
 	resp, err := client.CallUnary(ctx, connect.NewRequest(wrapperspb.String("rebound")))
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	fmt.Println(resp.Msg.GetValue(), "after", attempts, "attempts")
 	// Output: hello, rebound after 3 attempts
+}
+
+// A call that fails returns the last attempt's *connect.Error, and says
+// why retrying stopped.
+func ExampleNew() {
+	url, stop := serveGreeter(10)
+	defer stop()
+	httpClient := http.DefaultClient
+	cfg, err := serviceconfig.Parse([]byte(serviceConfigJSON))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	retries, err := connectretry.New(cfg, connectretry.WithMaxAttempts(3))
+	if err != nil {
+		log.Fatal(err) // the first invalid option, by name
+	}
+	client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](httpClient, url+greet,
+		connect.WithInterceptors(retries))
+
+	_, err = client.CallUnary(context.Background(), connect.NewRequest(wrapperspb.String("rebound")))
+	fmt.Println(connect.CodeOf(err)) // the last attempt's code
+	var gaveUp *rebound.Error
+	if errors.As(err, &gaveUp) {
+		fmt.Println(gaveUp.Attempts, "attempts:", gaveUp.Reason)
+	}
+	fmt.Println(errors.Is(err, rebound.ErrAttemptsExhausted))
+	// Output:
+	// unavailable
+	// 3 attempts: rebound: attempts exhausted
+	// true
 }
 
 func ExampleAIP194() {
@@ -68,7 +116,7 @@ func ExampleAIP194() {
 		connect.Spec{Procedure: "/library.v1.Library/WatchBooks", StreamType: connect.StreamTypeServer, IdempotencyLevel: connect.IdempotencyNoSideEffects},
 	)
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	for _, m := range []string{"GetBook", "DeleteBook", "CreateBook", "WatchBooks"} {
 		mc := cfg.MethodConfig("/library.v1.Library/" + m)
@@ -85,42 +133,29 @@ func ExampleAIP194() {
 	// WatchBooks is made once
 }
 
+// Where the statistics of the calls are.
 func ExampleInterceptor_Stats() {
-	// A greeter that is unavailable for its first two calls.
-	const greet = "/acme.greet.v1.GreetService/Greet"
-	var calls atomic.Int32
-	mux := http.NewServeMux()
-	mux.Handle(greet, connect.NewUnaryHandler(greet,
-		func(_ context.Context, req *connect.Request[wrapperspb.StringValue]) (*connect.Response[wrapperspb.StringValue], error) {
-			if calls.Add(1) <= 2 {
-				return nil, connect.NewError(connect.CodeUnavailable, errors.New("warming up"))
-			}
-			return connect.NewResponse(wrapperspb.String("hello, " + req.Msg.GetValue())), nil
-		}))
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-
-	cfg, err := serviceconfig.Parse([]byte(`{"methodConfig": [{
-	  "name": [{"service": "acme.greet.v1.GreetService"}],
-	  "retryPolicy": {"maxAttempts": 4, "initialBackoff": "0.01s", "maxBackoff": "0.1s",
-	    "backoffMultiplier": 2, "retryableStatusCodes": ["unavailable"]}
-	}]}`))
+	url, stop := serveGreeter(2)
+	defer stop()
+	httpClient := http.DefaultClient
+	cfg, err := serviceconfig.Parse([]byte(serviceConfigJSON))
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
+
 	// Add connectretry.WithMeterProvider for OpenTelemetry metrics, and
 	// connectretry.WithLogger for a debug log of each decision.
 	interceptor, err := connectretry.New(cfg)
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
-	client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](srv.Client(), srv.URL+greet,
+	client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](httpClient, url+greet,
 		connect.WithInterceptors(interceptor))
 	if _, err := client.CallUnary(context.Background(), connect.NewRequest(wrapperspb.String("rebound"))); err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 
-	s := interceptor.Stats()[greet]
+	s := interceptor.Stats()["/acme.greet.v1.GreetService/Greet"]
 	fmt.Println(s.Calls, "call,", s.Retries.Attempts, "retries,", s.Retries.Failed, "failed")
 	fmt.Println("first retries:", s.Retries.Histogram[0], "second retries:", s.Retries.Histogram[1])
 	// Output:
