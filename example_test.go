@@ -4,30 +4,48 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/clocktest"
 )
 
-func ExampleDo() {
-	policy, err := rebound.NewRetrier(rebound.RetryPolicy{
-		MaxAttempts: 4,
-		Backoff:     rebound.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2},
-	})
-	if err != nil {
-		panic(err)
-	}
+// flakyService returns a function that stands for a call to a service:
+// it fails `failures` times with an error that may be retried, then
+// succeeds.
+func flakyService(failures int) func(context.Context) error {
 	calls := 0
-	err = rebound.Do(context.Background(), policy, func(ctx context.Context) error {
+	return func(context.Context) error {
 		calls++
-		if calls < 3 {
+		if calls <= failures {
 			return rebound.Retryable(errors.New("connection reset"))
 		}
 		return nil
+	}
+}
+
+func ExampleDo() {
+	ctx, callService := context.Background(), flakyService(2)
+	throttle, err := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	policy, err := rebound.NewRetrier(rebound.RetryPolicy{
+		MaxAttempts: 4,
+		Backoff:     rebound.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2},
+	}, rebound.WithBudget(throttle)) // an A6 Throttle or a TokenBucket, shared across calls
+	if err != nil {
+		log.Fatal(err)
+	}
+	attempts := 0
+	err = rebound.Do(ctx, policy, func(ctx context.Context) error {
+		attempts++
+		return callService(ctx) // mark retryable failures with rebound.Retryable(err)
 	})
-	fmt.Println(calls, err)
-	// Output: 3 <nil>
+	fmt.Println(err, "after", attempts, "attempts")
+	// Output: <nil> after 3 attempts
 }
 
 func ExampleNewStandard() {
