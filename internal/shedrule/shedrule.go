@@ -1,0 +1,90 @@
+// Package shedrule is the pushback rule of package shed, shared with the
+// simulation (internal/sim) so that both run the same arithmetic: what a
+// rejected request is told, from the share of recent requests shed, the
+// server's latency and its concurrency limit.
+package shedrule
+
+import (
+	"time"
+)
+
+// slots is the number of steps a Window moves in.
+const slots = 10
+
+// Window counts the admitted and shed requests of a sliding window. It is
+// not safe for concurrent use: its owner locks. The zero value is not
+// usable; use [NewWindow].
+type Window struct {
+	width            int64 // nanoseconds per slot
+	head             int64
+	started          bool
+	admitted, shed   [slots]int64
+	sumAdmit, sumShd int64
+}
+
+// NewWindow returns an empty window of length d (> 0).
+func NewWindow(d time.Duration) *Window {
+	return &Window{width: max(int64(d/slots), 1)}
+}
+
+func (w *Window) slot(now time.Time) int {
+	id := now.UnixNano() / w.width
+	switch {
+	case !w.started:
+		w.started, w.head = true, id
+	case id <= w.head:
+	case id-w.head >= slots:
+		*w = Window{width: w.width, started: true, head: id}
+	default:
+		for w.head < id {
+			w.head++
+			i := int(((w.head % slots) + slots) % slots)
+			w.sumAdmit -= w.admitted[i]
+			w.sumShd -= w.shed[i]
+			w.admitted[i], w.shed[i] = 0, 0
+		}
+	}
+	return int(((w.head % slots) + slots) % slots)
+}
+
+// Admit counts an admitted request at now.
+func (w *Window) Admit(now time.Time) {
+	i := w.slot(now)
+	w.admitted[i]++
+	w.sumAdmit++
+}
+
+// Shed counts a shed request at now and returns the share of the window's
+// requests that were shed, this one included, and the shed requests per
+// second over the window.
+func (w *Window) Shed(now time.Time) (share, perSecond float64) {
+	i := w.slot(now)
+	w.shed[i]++
+	w.sumShd++
+	share = float64(w.sumShd) / float64(w.sumShd+w.sumAdmit)
+	perSecond = float64(w.sumShd) / (time.Duration(w.width * slots)).Seconds()
+	return share, perSecond
+}
+
+// MaxDelay caps the pushback delay.
+const MaxDelay = time.Minute
+
+// Pushback is what a shed request is told: stop when more than retryShare
+// of recent requests were shed (the retries could not all be served, so
+// none is invited: the load stays within 1/(1-retryShare) of what clients
+// ask); otherwise a delay for the retry. The delay is the time one request
+// takes plus the time the server needs to work off the retries it has
+// already invited, at limit requests in flight, each taking latency:
+// perSecond × latency² / limit. u, uniform in [0, 1), spreads it over
+// [d/2, 3d/2) so that the invited retries do not come back together. It is
+// at least 1ms and at most MaxDelay.
+func Pushback(share, retryShare, perSecond float64, latency time.Duration, limit int, u float64) (delay time.Duration, stop bool) {
+	if share > retryShare {
+		return 0, true
+	}
+	lat := latency.Seconds()
+	d := lat + perSecond*lat*lat/float64(max(limit, 1))
+	d *= 0.5 + u
+	delay = time.Duration(d * float64(time.Second))
+	return min(max(delay, time.Millisecond), MaxDelay), false
+}
