@@ -28,7 +28,7 @@ type hedged struct {
 // closed before hedge returns. ctx is the request's; req is the caller's,
 // for the metric attributes. Hedged attempts overlap, so no delay between them is measured,
 // and the clock is not read.
-func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing, name, target string, req *http.Request) (*http.Response, error) {
+func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing, name, target string, req *http.Request, span *observe.CallSpan) (*http.Response, error) {
 	var (
 		mu       sync.Mutex
 		attempts []*hedged
@@ -48,9 +48,17 @@ func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing
 			}
 		}
 		tr.Start(time.Time{})
+		var as *observe.AttemptSpan
+		if span != nil {
+			_, as = span.StartAttempt(hctx, n)
+			actx = as.Into(actx)
+		}
 		stop := context.AfterFunc(hctx, cancel)
 		resp, err := t.send(r.WithContext(actx), true)
 		stop()
+		// An attempt cancelled while the request goes on has lost: the
+		// request ended with another attempt.
+		endAttempt(as, resp, err, hctx.Err() != nil && ctx.Err() == nil)
 		var se *statusError
 		if errors.As(err, &se) {
 			resp = se.resp
@@ -69,7 +77,7 @@ func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing
 	}
 	d := t.rec.Decisions(ctx, name, target)
 	d.Tracker = &tr // to hear of a hedge the budget refuses, for Stats
-	call := observe.Hooks[*http.Response](&d)
+	call := observe.Traced[*http.Response](&d, span)
 	resp, err := call.Hedge(ctx, hd, op)
 	countAttempts(ctx, tr.Attempts())
 	if err != nil {

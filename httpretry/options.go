@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rebound-go/rebound"
 )
@@ -55,6 +56,7 @@ type config struct {
 	maxBuffered   int64
 	meters        metric.MeterProvider
 	logger        *slog.Logger
+	tracer        trace.TracerProvider
 
 	// set records which options configure the built-in strategy, to reject
 	// them next to WithStrategy.
@@ -252,6 +254,37 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 			return
 		}
 		c.meters = mp
+	})
+}
+
+// WithTracerProvider traces every request that goes through the retry
+// loop or hedging with tp: a client span for the request, named by its
+// method ("GET") as the OpenTelemetry HTTP conventions name a client span,
+// the child of the request context's span, and a child "Attempt.GET" for
+// each attempt, hedges included, with the conventions' attributes
+// (http.request.method, server.address, server.port, url.full,
+// http.request.resend_count from the second attempt on,
+// http.response.status_code, error.type). An attempt's span ends when its
+// response (headers) or error arrives; the request's ends when RoundTrip
+// returns. Events on the request's span tell what retrying decided:
+// "backoff started" (with rebound.delay in seconds), "pushback received"
+// (a Retry-After hint), "hedge sent", "hedge throttled" or "retry
+// throttled", "hedge cancelled" (another attempt won), "committed"
+// (rebound.why: a Retry-After beyond the cap, a body that cannot be
+// replayed) and "retrying stopped" (rebound.reason).
+//
+// Each attempt's request carries its span in its context, so the base
+// RoundTripper's own spans (otelhttp.NewTransport's) and the traceparent
+// header it sends hang under the attempt. rebound sends no trace context
+// itself: wrap the base RoundTripper with otelhttp for that. Without this
+// option nothing is traced, and requests cost nothing more.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) {
+		if tp == nil {
+			c.fail("WithTracerProvider", "nil TracerProvider")
+			return
+		}
+		c.tracer = tp
 	})
 }
 

@@ -37,6 +37,8 @@ type Transport struct {
 	cfg  *config
 	err  error
 	rec  *observe.Recorder // nil in the zero value and after an invalid option
+	// tracer is nil without WithTracerProvider.
+	tracer *observe.Tracer
 
 	// shared serves every host when budgets are not kept per host.
 	shared *host
@@ -113,6 +115,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 		return t
 	}
 	t.rec = rec
+	t.tracer = observe.NewTracer(t.cfg.tracer, "github.com/rebound-go/rebound/httpretry", observe.SystemHTTP)
 	probe, err := t.newHost(nil)
 	if err != nil {
 		t.err = err
@@ -171,12 +174,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(out.first)
 		return nil, err
 	}
+	ctx, span := t.tracer.StartHTTP(ctx, req.Method, req.URL)
 	if h.hedger != nil && idempotent {
-		return t.hedge(ctx, h.hedger, &out, name, target, req)
+		resp, err := t.hedge(ctx, h.hedger, &out, name, target, req, span)
+		endCall(span, resp, err)
+		return resp, err
 	}
-	c := &call{t: t, out: out, idempotent: idempotent, clock: h.retry.clock, name: name, target: target}
+	c := &call{t: t, out: out, idempotent: idempotent, clock: h.retry.clock, name: name, target: target, span: span}
 	d := t.rec.Decisions(ctx, name, target)
-	call := observe.Hooks[*http.Response](&d)
+	call := observe.Traced[*http.Response](&d, span)
 	resp, err := call.Retry(ctx, h.retry, c.attempt)
 	countAttempts(ctx, c.sent)
 	loopErr := err
@@ -184,6 +190,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp, err = t.gaveUp(ctx, err)
 	}
 	t.end(ctx, c.tr, c.sent, name, target, attributes(req, target, resp), false, loopErr)
+	endCall(span, resp, err)
 	return resp, err
 }
 
@@ -275,7 +282,8 @@ type call struct {
 	// tr follows the attempts from the first failure on. It is made then,
 	// not held by value: a Tracker's lock would move the call to the heap,
 	// an allocation on every request's success path.
-	tr *observe.Tracker
+	tr   *observe.Tracker
+	span *observe.CallSpan // nil unless the Transport traces
 }
 
 // attempt sends the request once and turns the outcome into what the
@@ -290,7 +298,14 @@ func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 		c.tr.Start(c.clock.Now()) // an attempt failed before: tr is set
 	}
 	c.sent++
+	var as *observe.AttemptSpan
+	if c.span != nil {
+		// The request keeps its own context, with the attempt's span.
+		_, as = c.span.StartAttempt(ctx, c.sent)
+		r = r.WithContext(as.Into(r.Context()))
+	}
 	resp, err := c.t.send(r, c.idempotent)
+	endAttempt(as, resp, err, false)
 	if err != nil {
 		if c.tr == nil {
 			c.tr = new(observe.Tracker)
@@ -337,9 +352,21 @@ func (t *Transport) gaveUp(ctx context.Context, err error) (*http.Response, erro
 // once sends a request whose body cannot be replayed: one attempt, no
 // retries. ctx is the request's; req is the caller's, for the metric
 // attributes.
-func (t *Transport) once(ctx context.Context, r *http.Request, idempotent bool, name, target string, req *http.Request) (*http.Response, error) {
+func (t *Transport) once(ctx context.Context, r *http.Request, idempotent bool, name, target string, req *http.Request) (resp *http.Response, err error) {
 	t.rec.Log(ctx, "rebound: committed", name, target, slog.Int("attempt", 1), slog.String("why", "request body cannot be replayed"))
-	resp, err := t.base.RoundTrip(r)
+	if t.tracer != nil {
+		var span *observe.CallSpan
+		ctx, span = t.tracer.StartHTTP(ctx, r.Method, r.URL)
+		span.Committed(1, whyNotReplayable)
+		var as *observe.AttemptSpan
+		_, as = span.StartAttempt(ctx, 1)
+		r = r.WithContext(as.Into(r.Context()))
+		defer func() {
+			endAttempt(as, resp, err, false)
+			endCall(span, resp, err)
+		}()
+	}
+	resp, err = t.base.RoundTrip(r)
 	countAttempts(ctx, 1)
 	c := observe.Call{Method: name, Target: target, Attempts: 1, HTTP: attributes(req, target, resp)}
 	if err == nil {

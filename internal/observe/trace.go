@@ -99,7 +99,9 @@ type CallSpan struct {
 	attempt   string               // the attempt spans' name
 	attrs     []attribute.KeyValue // shared by the call and its attempts
 	system    System
-	throttled atomic.Bool // a hedge throttled event was added
+	throttled atomic.Bool  // a hedge throttled event was added
+	attempts  atomic.Int32 // attempt spans started
+	ended     atomic.Bool
 	committed atomic.Bool // a committed event was added
 }
 
@@ -171,7 +173,8 @@ type Outcome struct {
 	// HTTPStatus is http.response.status_code, 0 when none was received.
 	HTTPStatus int
 	// Failed says the span's status is Error: an RPC that did not end OK,
-	// an HTTP request without a response or with a 5xx status.
+	// an HTTP request without a response or with a 4xx or 5xx status (the
+	// HTTP conventions' rule for client spans).
 	Failed bool
 }
 
@@ -190,7 +193,7 @@ func end(span trace.Span, o Outcome, extra ...attribute.KeyValue) {
 		switch {
 		case o.Code != "" && o.Code != "OK":
 			span.SetAttributes(semconv.ErrorTypeKey.String(o.Code))
-		case o.HTTPStatus >= 500:
+		case o.HTTPStatus >= 400:
 			span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(o.HTTPStatus)))
 		default:
 			span.SetAttributes(semconv.ErrorTypeKey.String("_OTHER"))
@@ -204,12 +207,13 @@ func end(span trace.Span, o Outcome, extra ...attribute.KeyValue) {
 	span.End()
 }
 
-// End ends the call's span with o and the number of attempts made.
-func (c *CallSpan) End(attempts int, o Outcome) {
-	if c == nil {
+// End ends the call's span with o and the number of attempts made
+// (rebound.attempts). Only the first End counts.
+func (c *CallSpan) End(o Outcome) {
+	if c == nil || c.ended.Swap(true) {
 		return
 	}
-	end(c.span, o, AttemptsKey.Int(attempts))
+	end(c.span, o, AttemptsKey.Int(int(c.attempts.Load())))
 }
 
 // event adds an event to the call's span.
@@ -290,7 +294,17 @@ func (c *CallSpan) StartAttempt(ctx context.Context, n int) (context.Context, *A
 		attrs = append(attrs, PreviousAttemptsKey.Int(n-1), TransparentRetryKey.Bool(false))
 	}
 	ctx, span := c.tracer.Start(ctx, c.attempt, trace.WithAttributes(attrs...))
+	c.attempts.Add(1)
 	return ctx, &AttemptSpan{call: c, span: span, n: n}
+}
+
+// Into returns ctx carrying the attempt's span, for an attempt that runs
+// under a context other than the one StartAttempt returned.
+func (a *AttemptSpan) Into(ctx context.Context) context.Context {
+	if a == nil {
+		return ctx
+	}
+	return trace.ContextWithSpan(ctx, a.span)
 }
 
 // Transparent notes on the attempt's span that the transport retried it
@@ -345,4 +359,12 @@ func Traced[T any](d *Decisions, s *CallSpan) rebound.Call[T] {
 			s.GaveUp(attempts, reason)
 		},
 	}
+}
+
+// Committed: the call was committed to this attempt, for the reason why.
+func (a *AttemptSpan) Committed(why string) {
+	if a == nil {
+		return
+	}
+	a.call.Committed(a.n, why)
 }

@@ -1,0 +1,49 @@
+package httpretry
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/observe"
+)
+
+// Reasons a request was committed, for the "committed" event.
+const (
+	whyOverCap       = "Retry-After beyond cap"
+	whyNotReplayable = "request body cannot be replayed"
+)
+
+// outcome describes how a request or an attempt ended: with resp, or
+// with err (a statusError carries its response).
+func outcome(resp *http.Response, err error) observe.Outcome {
+	if err == nil {
+		return observe.Outcome{HTTPStatus: resp.StatusCode, Failed: resp.StatusCode >= 400}
+	}
+	o := observe.Outcome{Err: err, Failed: true}
+	var se *statusError
+	if errors.As(err, &se) {
+		o.HTTPStatus = se.resp.StatusCode
+	}
+	return o
+}
+
+// endAttempt ends the span of an attempt, when there is one. lost says
+// another attempt won the request.
+func endAttempt(as *observe.AttemptSpan, resp *http.Response, err error, lost bool) {
+	if as == nil {
+		return
+	}
+	if se, ok := err.(*statusError); ok && se.overCap > 0 {
+		as.Committed(whyOverCap)
+	}
+	as.End(outcome(resp, err), rebound.Classify(err), lost)
+}
+
+// endCall ends the span of a request with RoundTrip's result, when there
+// is one.
+func endCall(s *observe.CallSpan, resp *http.Response, err error) {
+	if s != nil {
+		s.End(outcome(resp, err))
+	}
+}

@@ -1,0 +1,103 @@
+package httpretry_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/rebound-go/rebound/httpretry"
+	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/observe/observetest"
+)
+
+// injecting is what otelhttp.NewTransport does, in small: it sends the
+// trace context of the request's span in a traceparent header. Under
+// rebound it runs once per attempt.
+type injecting struct{ base http.RoundTripper }
+
+func (i injecting) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	propagation.TraceContext{}.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
+	return i.base.RoundTrip(r)
+}
+
+func TestTraceHTTPRetry(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		parents []trace.SpanID // by request number - 1
+	)
+	srv := newServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(r.Header)))
+		mu.Lock()
+		parents = append(parents, sc.SpanID())
+		mu.Unlock()
+		switch n {
+		case 1:
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case 2:
+			w.WriteHeader(http.StatusBadGateway)
+		}
+	})
+	tp, exp := observetest.Tracing(t)
+	base := &http.Transport{}
+	t.Cleanup(base.CloseIdleConnections)
+	rt, err := httpretry.New(injecting{base}, httpretry.WithClock(clocktest.NewAuto()), httpretry.WithRandom(clocktest.NewRand(0.5)),
+		httpretry.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, root := tp.Tracer("test").Start(context.Background(), "test")
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/x", nil)
+	resp, err := (&http.Client{Transport: rt}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); resp.StatusCode != http.StatusOK || got != "" {
+		t.Fatalf("response %d %q", resp.StatusCode, got)
+	}
+	root.End()
+
+	spans := observetest.Spans(exp.GetSpans())
+	calls := spans.Named("GET")
+	if len(calls) != 1 || !observetest.IsChild(calls[0], spans.Named("test")[0]) || calls[0].SpanKind != trace.SpanKindClient {
+		t.Fatalf("%d call spans GET, want 1 client span under the test's: %+v", len(calls), calls)
+	}
+	call := calls[0]
+	as := spans.ChildrenOf(call).ByAttempt()
+	if len(as) != 3 {
+		t.Fatalf("%d attempt spans, want 3", len(as))
+	}
+	for i, a := range as {
+		if a.Name != "Attempt.GET" {
+			t.Errorf("attempt span %q", a.Name)
+		}
+		v, ok := observetest.Attr(a, "http.request.resend_count")
+		if i == 0 && ok || i > 0 && v.AsInt64() != int64(i) {
+			t.Errorf("attempt %d: http.request.resend_count %v (set %v)", i+1, v.Emit(), ok)
+		}
+		if parents[i] != a.SpanContext.SpanID() {
+			t.Errorf("server's parent for attempt %d: %v, want the attempt's span %v", i+1, parents[i], a.SpanContext.SpanID())
+		}
+	}
+	observetest.CheckEnd(t, as[0], "http.response.status_code", "503", true)
+	observetest.CheckEnd(t, as[1], "http.response.status_code", "502", true)
+	observetest.CheckEnd(t, as[2], "http.response.status_code", "200", false)
+	observetest.CheckEnd(t, call, "http.response.status_code", "200", false)
+	if v, _ := observetest.Attr(call, "url.full"); v.AsString() != srv.URL+"/x" {
+		t.Errorf("url.full %q", v.AsString())
+	}
+	want := []string{
+		"pushback received rebound.attempt=1 rebound.pushback=1",
+		"backoff started rebound.attempt=1 rebound.delay=1",
+		"backoff started rebound.attempt=2 rebound.delay=1",
+	}
+	if got := observetest.Events(call); !slices.Equal(got, want) {
+		t.Errorf("events:\n got %q\nwant %q", got, want)
+	}
+}
