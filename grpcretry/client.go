@@ -35,8 +35,9 @@ type Client struct {
 
 	buffered atomic.Int64 // bytes streams keep for replay, against the total buffer limit
 
-	rec   *observe.Recorder // statistics, metrics and decision logs
-	clock rebound.Clock     // the options' clock, or the real one
+	rec    *observe.Recorder // statistics, metrics and decision logs
+	tracer *observe.Tracer   // nil without WithTracerProvider
+	clock  rebound.Clock     // the options' clock, or the real one
 }
 
 // target is the retry state of one ClientConn. It holds the conn weakly,
@@ -78,7 +79,8 @@ func New(cfg *serviceconfig.Config, opts ...Option) (*Client, error) {
 	if clock == nil {
 		clock = rebound.RealClock()
 	}
-	return &Client{cfg: cfg, opts: o, rec: rec, clock: clock}, nil
+	tracer := observe.NewTracer(o.TracerProvider, "github.com/rebound-go/rebound/grpcretry", observe.SystemGRPC)
+	return &Client{cfg: cfg, opts: o, rec: rec, tracer: tracer, clock: clock}, nil
 }
 
 // Stats returns a snapshot of the retry statistics of every method that a
@@ -131,9 +133,10 @@ func DialOptions(cfg *serviceconfig.Config, opts ...Option) []grpc.DialOption {
 }
 
 // DialOptions returns c's interceptors and grpc.WithDisableRetry(), and,
-// when c's config hedges a method or c records metrics, a stats handler:
-// it commits a hedged unary call to the attempt whose response headers
-// arrive first (A6), and counts transparent retries. Installed by hand,
+// when c's config hedges a method or c records metrics or traces, a stats
+// handler: it commits a hedged unary call to the attempt whose response
+// headers arrive first (A6), and counts transparent retries (and notes
+// them on the attempt's span). Installed by hand,
 // without it, the interceptors learn of a unary attempt's headers only
 // when the attempt ends.
 //
@@ -149,7 +152,7 @@ func (c *Client) DialOptions() []grpc.DialOption {
 		grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()),
 		grpc.WithChainStreamInterceptor(c.StreamClientInterceptor()),
 	}
-	if c.opts.MeterProvider != nil || c.hedges() {
+	if c.opts.MeterProvider != nil || c.tracer != nil || c.hedges() {
 		opts = append(opts, grpc.WithStatsHandler(callStats{}))
 	}
 	if sc, ok := grpcServiceConfig(c.cfg); ok {

@@ -39,8 +39,8 @@ import (
 //
 // The context of every attempt carries a [distinct.Call], so that the
 // rebound_distinct balancer sends the hedges to backends not used yet.
-func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serviceconfig.MethodConfig, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int, tr *observe.Tracker, d *observe.Decisions) error {
-	h := &hedgedCall{method: method, req: req, cc: cc, invoker: invoker, codes: mc.HedgingPolicy.NonFatalStatusCodes}
+func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serviceconfig.MethodConfig, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int, tr *observe.Tracker, d *observe.Decisions, span *observe.CallSpan) error {
+	h := &hedgedCall{method: method, req: req, cc: cc, invoker: invoker, codes: mc.HedgingPolicy.NonFatalStatusCodes, span: span, ctx: ctx}
 	h.tr = tr
 	if h.tr == nil {
 		h.tr = &h.trk
@@ -49,7 +49,10 @@ func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serv
 		if n != nil {
 			*n = 1
 		}
-		return invoker(ctx, method, req, reply, cc, opts...)
+		ctx, as := startAttempt(ctx, span, 1)
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		endAttempt(as, err, rebound.RetryInfo{}, false)
+		return err
 	}
 	var wb writeBack
 	h.opts, wb = splitWriteBack(opts)
@@ -71,7 +74,7 @@ func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serv
 		start = am.clock.Now()
 	}
 	d.Tracker = h.tr // to hear of a hedge the budget refuses, for Stats
-	call := observe.Hooks[*hedgeAttempt](d)
+	call := observe.Traced[*hedgeAttempt](d, span)
 	won, err := call.Hedge(ctx, hedger, h.attempt)
 	if n != nil {
 		*n = int(h.sent.Load())
@@ -118,6 +121,8 @@ type hedgedCall struct {
 	sent  atomic.Int32
 	tr    *observe.Tracker // the call's, with metrics on; else &trk
 	trk   observe.Tracker
+	span  *observe.CallSpan // nil unless the client traces
+	ctx   context.Context   // the call's: it ends only with the caller's
 }
 
 // hedgeAttempt is what one attempt receives.
@@ -176,14 +181,23 @@ func (h *hedgedCall) attempt(ctx context.Context, n int) (*hedgeAttempt, error) 
 	if h.peer {
 		opts = append(opts, grpc.Peer(&a.peer))
 	}
+	ctx, as := startAttempt(ctx, h.span, n)
 	err := h.invoker(ctx, h.method, h.req, a.reply, h.cc, opts...)
+	// An attempt whose context ended while the call's goes on has lost:
+	// the call ended with another attempt.
+	lost := ctx.Err() != nil && h.ctx.Err() == nil
 	if err == nil {
+		endAttempt(as, nil, rebound.RetryInfo{}, lost)
 		return a, nil
 	}
 	nonFatal := h.codes.Has(serviceconfig.Code(status.Code(err)))
 	// Headers before the status mean the response had started: A6
 	// commits the call to this attempt.
 	info := a6.Info(nonFatal, a.trailer[a6.PushbackHeader], a.header != nil)
+	if a.header != nil {
+		as.Committed(whyHeaders)
+	}
+	endAttempt(as, err, info, lost)
 	if ctx.Err() == nil { // a loser cancelled by the winner did not fail
 		h.tr.Failed(n, info, time.Time{})
 	}

@@ -34,10 +34,13 @@ func (callStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 			if tr, ok := ctx.Value(trackerKey{}).(*observe.Tracker); ok {
 				tr.Transparent()
 			}
+			attemptSpan(ctx).Transparent()
 		}
 	case *stats.InHeader:
 		// A no-op outside a hedged attempt.
-		rebound.Commit(ctx)
+		if rebound.Commit(ctx) {
+			attemptSpan(ctx).Committed(whyHeaders)
+		}
 	}
 }
 

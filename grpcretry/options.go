@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
@@ -123,6 +124,29 @@ func WithAdaptiveHedging(a AdaptiveHedging) Option {
 // counted by a stats handler that [Client.DialOptions] then installs.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(o *options) { o.SetMeterProvider(mp) })
+}
+
+// WithTracerProvider traces every call that a policy governs with tp, as
+// gRFC A72 does: a span "Sent.pkg.Service.Method" for the call, the child
+// of the caller's span, and a child "Attempt.pkg.Service.Method" for each
+// attempt, hedges included, with the attributes previous-rpc-attempts and
+// transparent-retry and the OpenTelemetry RPC conventions' (rpc.method,
+// server.address, rpc.response.status_code). An attempt's span ends with
+// that attempt's status; the call's span ends with the call's. Events on
+// the call's span tell what retrying decided: "backoff started" (with
+// rebound.delay in seconds), "pushback received", "hedge sent", "hedge
+// throttled" or "retry throttled", "hedge cancelled" (another attempt
+// won), "committed" (rebound.why: response headers, a response message, a
+// buffer overflow) and "retrying stopped" (rebound.reason).
+//
+// The context of each attempt carries its span, so what runs inside the
+// attempt hangs under it: the spans of an otelgrpc stats handler, and the
+// trace context that handler's propagator sends to the server. rebound
+// sends no trace context itself: install otelgrpc.NewClientHandler (or an
+// interceptor of your own, after rebound's) for that. Without this option
+// nothing is traced, and calls cost nothing more.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(o *options) { o.SetTracerProvider(tp) })
 }
 
 // WithLogger writes one debug record per decision to l: a retry scheduled

@@ -106,6 +106,7 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		}
 		s.policy, s.tok, s.clock, s.codes = p.retry, tok, p.retry.Clock(), mc.RetryPolicy.RetryableStatusCodes
 	}
+	s.ctx, s.span = c.startCall(s.ctx, method, t)
 	return s.start()
 }
 
@@ -192,6 +193,7 @@ type clientStream struct {
 	policy   *rebound.Retrier      // exactly one of policy and hedger is set
 	hedger   *hedging
 	dec      observe.Decisions // logs the call's decisions
+	span     *observe.CallSpan // nil unless the client traces
 	clock    rebound.Clock
 	addrs    distinct.Call   // hedging: the backends the attempts went to
 	events   chan attemptEnd // hedging: attempts that failed, for hedgeLoop
@@ -226,9 +228,10 @@ type state struct {
 	sentLast  bool // the application may send no more messages
 	committed bool // no further attempts
 	winner    *attempt
-	live      []*attempt // attempts open and not judged: one at most without hedging
-	opening   []*attempt // hedging: attempts grpc-go is opening
-	last      *attempt   // the attempt whose result the call ended with
+	live      []*attempt             // attempts open and not judged: one at most without hedging
+	opening   []*attempt             // hedging: attempts grpc-go is opening
+	last      *attempt               // the attempt whose result the call ended with
+	spans     []*observe.AttemptSpan // the attempts' spans, when the call is traced
 	attempts  int
 	tok       rebound.Token // retry: the token of the attempt in flight or next
 	opened    bool          // an attempt has been put in flight
@@ -310,6 +313,7 @@ func (s *clientStream) send(m any) error {
 		s.mu.Unlock()
 		return io.EOF
 	}
+	s.span.Committed(s.winner.n, whyOverflow)
 	return s.sendCommitted(m)
 }
 
@@ -472,6 +476,11 @@ func (s *clientStream) received(a *attempt) {
 	}
 	mine := s.winner == a
 	s.mu.Unlock()
+	if mine {
+		// The message came after its headers, which commit the call:
+		// whichever of them the call heard of first.
+		s.span.Committed(a.n, whyHeaders)
+	}
 	if mine {
 		s.rd = a
 	}

@@ -26,6 +26,7 @@ type attempt struct {
 	cancel context.CancelFunc // hedging: ends this attempt alone
 	cs     grpc.ClientStream  // nil when it could not be opened
 	err    error              // why it could not be opened
+	span   *observe.AttemptSpan
 
 	// Guarded by the call's mu.
 	next    int         // the next kept message to send on cs
@@ -95,6 +96,12 @@ func (s *clientStream) open(n int) *attempt {
 	if n > 1 {
 		ctx = metadata.AppendToOutgoingContext(ctx, a6.PreviousAttemptsHeader, strconv.Itoa(n-1))
 	}
+	ctx, a.span = startAttempt(ctx, s.span, n)
+	if a.span != nil {
+		s.mu.Lock()
+		s.spans = append(s.spans, a.span)
+		s.mu.Unlock()
+	}
 	a.cs, a.err = s.streamer(ctx, s.desc, s.cc, s.method, s.opts...)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -103,6 +110,7 @@ func (s *clientStream) open(n int) *attempt {
 		if a.cancel != nil {
 			a.cancel()
 		}
+		a.span.End(lostOutcome, rebound.RetryInfo{}, true)
 		return nil
 	}
 	if a.cs == nil {
@@ -225,6 +233,13 @@ func (s *clientStream) commitLocked(w *attempt) {
 		a.cancel()
 	}
 	s.live = append(s.live[:0], w)
+	for _, sp := range s.spans {
+		if sp != w.span {
+			// The attempts that lost, still open or opening, are cancelled
+			// now (those that failed before have ended already).
+			sp.End(lostOutcome, rebound.RetryInfo{}, true)
+		}
+	}
 	if s.commitCh != nil {
 		close(s.commitCh)
 	}
@@ -260,6 +275,9 @@ func (s *clientStream) gotHeaders(a *attempt, md metadata.MD) {
 	a.md = md
 	if !s.done {
 		s.commitLocked(a)
+		if s.winner == a {
+			s.span.Committed(a.n, whyHeaders)
+		}
 	}
 	s.cond.Broadcast()
 }
@@ -299,6 +317,7 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 		return false
 	}
 	info := a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed)
+	endAttempt(a.span, err, info, false)
 	if s.hedger != nil {
 		s.finish(a, err, s.hedgeVerdict(info))
 		return false
@@ -309,6 +328,7 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 		return false
 	}
 	s.dec.Retry(a.n, err, next.Delay())
+	s.span.Retry(a.n, next.Delay())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done {
@@ -381,6 +401,11 @@ func (s *clientStream) finish(a *attempt, err, reason error) {
 	if a != nil {
 		s.last = a
 		a.judged = true
+		endAttempt(a.span, err, rebound.RetryInfo{}, false)
+	}
+	for _, sp := range s.spans {
+		// Attempts still open when the caller's context ended it.
+		endAttempt(sp, err, rebound.RetryInfo{}, false)
 	}
 	if err == io.EOF {
 		s.final = io.EOF
@@ -413,8 +438,10 @@ func (s *clientStream) record(err, reason error) {
 		call.FailedLater = max(n-1, 0)
 		call.Reason = reason
 		s.dec.GaveUp(n, err, reason)
+		s.span.GaveUp(n, reason)
 	}
 	s.c.rec.End(s.parent, &call)
+	endCall(s.span, err)
 }
 
 // report fills in the caller's Attempts, Header, Trailer and Peer options

@@ -64,6 +64,7 @@ func (s *clientStream) hedgeLoop() {
 		running++
 		if n > 1 {
 			s.dec.Hedge(n)
+			s.span.Hedge(n)
 		}
 		go s.hedgeAttempt(n)
 		return true
@@ -76,6 +77,7 @@ func (s *clientStream) hedgeLoop() {
 			stopped, reason = true, rebound.ErrThrottled
 			s.throttled.Store(true)
 			s.dec.Throttled(sent + 1)
+			s.span.Throttled(sent + 1)
 			return
 		}
 		if launch() {
@@ -131,6 +133,7 @@ func (s *clientStream) hedgeLoop() {
 				return
 			}
 			info := a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), false)
+			endAttempt(a.span, err, info, false)
 			// A6 counts a non-fatal failure or a pushback "stop" against
 			// the throttle, whatever happens to the call next.
 			if budget != nil && (info.Safety == rebound.SafetyYes || info.ServerStop) {
@@ -209,6 +212,7 @@ func (s *clientStream) hedgeAttempt(n int) {
 	case err == io.EOF:
 		s.commitLocked(a)
 		s.mu.Unlock()
+		s.span.Committed(a.n, whyOK)
 		s.succeeded(a)
 	default:
 		// Out of the running before hedgeLoop hears of it, so that an

@@ -59,12 +59,18 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	}
 	d := c.rec.Decisions(ctx, method, t.uri)
 	ctx, tr := c.callTracker(ctx)
+	ctx, span := c.startCall(ctx, method, t)
 	// A6 "Memory Management": a request that does not fit the buffer is
 	// sent once, committed from the start.
 	size, fits := c.reserveRequest(req, opts)
 	defer c.release(size)
 	if p.hedge != nil && fits {
-		return c.hedged(ctx, t, p, mc, method, req, reply, cc, invoker, opts, n, tr, &d)
+		err := c.hedged(ctx, t, p, mc, method, req, reply, cc, invoker, opts, n, tr, &d, span)
+		endCall(span, err)
+		return err
+	}
+	if !fits {
+		span.Committed(1, whyTooLarge)
 	}
 	var (
 		strategy *rebound.Retrier
@@ -77,16 +83,17 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	}
 	opts, onFinish := splitOnFinish(opts)
 	md := new(attemptMD)
-	u := unaryCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, md: md, codes: codes, c: c, tr: tr, unbuffered: !fits}
+	u := unaryCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, md: md, codes: codes, c: c, tr: tr, unbuffered: !fits, span: span}
 	u.opts = append(md.buf[:0], opts...)
 	u.opts = append(u.opts, grpc.Header(&md.header), grpc.Trailer(&md.trailer))
-	call := observe.Hooks[struct{}](&d)
+	call := observe.Traced[struct{}](&d, span)
 	_, err := call.Retry(ctx, strategy, u.attempt)
 	if n != nil {
 		*n = u.attempts
 	}
 	c.record(ctx, method, t.uri, u.tr, u.attempts, false, err)
 	err = u.result(ctx, err)
+	endCall(span, err)
 	for _, f := range onFinish {
 		f(err)
 	}
@@ -160,8 +167,9 @@ type unaryCall struct {
 	codes      serviceconfig.CodeSet
 	md         *attemptMD
 	c          *Client
-	tr         *observe.Tracker // made at the first failure, or up front with metrics on
-	unbuffered bool             // the request did not fit the buffer: committed from the start
+	tr         *observe.Tracker  // made at the first failure, or up front with metrics on
+	unbuffered bool              // the request did not fit the buffer: committed from the start
+	span       *observe.CallSpan // nil unless the client traces
 
 	attempts int
 	last     error // the last attempt's status error
@@ -185,8 +193,10 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 		u.tr.Start(time.Time{})
 	}
 	u.md.header, u.md.trailer = nil, nil
+	ctx, as := startAttempt(ctx, u.span, u.attempts)
 	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, u.opts...)
 	if err == nil {
+		endAttempt(as, nil, rebound.RetryInfo{}, false)
 		return struct{}{}, nil
 	}
 	u.last = err
@@ -194,6 +204,10 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	// Headers before the status mean the response had started: A6
 	// commits the call (trailers-only responses leave header nil).
 	info := a6.Info(retryable, u.md.trailer[a6.PushbackHeader], u.md.header != nil || u.unbuffered)
+	if u.md.header != nil {
+		as.Committed(whyHeaders)
+	}
+	endAttempt(as, err, info, false)
 	if u.tr == nil {
 		u.tr = new(observe.Tracker)
 		u.tr.Start(time.Time{})

@@ -1,0 +1,291 @@
+package grpcretry_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/rebound-go/rebound/grpcretry"
+	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/grpctest"
+	"github.com/rebound-go/rebound/internal/observe/observetest"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+// mdCarrier is gRPC metadata as a propagation.TextMapCarrier.
+type mdCarrier metadata.MD
+
+func (c mdCarrier) Get(k string) string {
+	if v := metadata.MD(c).Get(k); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+func (c mdCarrier) Set(k, v string) { metadata.MD(c).Set(k, v) }
+func (c mdCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// traceparent is what an otelgrpc client handler does, in small: it sends
+// the trace context of the attempt's span to the server in W3C
+// traceparent form. Installed after rebound's interceptors, it runs once
+// per attempt.
+func traceparent(ctx context.Context) context.Context {
+	md := metadata.MD{}
+	propagation.TraceContext{}.Inject(ctx, mdCarrier(md))
+	return metadata.AppendToOutgoingContext(ctx, "traceparent", mdCarrier(md).Get("traceparent"))
+}
+
+func injectUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return invoker(traceparent(ctx), method, req, reply, cc, opts...)
+}
+
+func injectStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return streamer(traceparent(ctx), desc, cc, method, opts...)
+}
+
+// parents records, by the attempt's number of previous attempts, the span
+// the server's incoming trace context names as its parent.
+type parents struct {
+	mu  sync.Mutex
+	ids map[int]trace.SpanID
+}
+
+func (p *parents) record(ctx context.Context) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), mdCarrier(md)))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ids == nil {
+		p.ids = map[int]trace.SpanID{}
+	}
+	p.ids[grpcretry.PreviousAttempts(ctx)] = sc.SpanID()
+}
+
+func (p *parents) of(previous int) trace.SpanID {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ids[previous]
+}
+
+// tracedClient dials srv through rebound traced by a fresh provider, with
+// an interceptor after rebound's that sends each attempt's trace context.
+func tracedClient(t *testing.T, srv *grpctest.Server, cfg *serviceconfig.Config, clk *clocktest.Clock) (testpb.TestServiceClient, *tracetest.InMemoryExporter, trace.Tracer) {
+	t.Helper()
+	tp, exp := observetest.Tracing(t)
+	c, err := grpcretry.New(cfg, grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.5)),
+		grpcretry.WithTracerProvider(tp), grpcretry.WithServerName(t.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := append(c.DialOptions(), grpc.WithChainUnaryInterceptor(injectUnary), grpc.WithChainStreamInterceptor(injectStream))
+	return testpb.NewTestServiceClient(srv.Dial(t, opts...)), exp, tp.Tracer("test")
+}
+
+// callTree returns the call span, a child of root, named name, and its
+// attempt spans by attempt.
+func callTree(t *testing.T, exp *tracetest.InMemoryExporter, root trace.Span, name string, attempts int) (tracetest.SpanStub, observetest.Spans) {
+	t.Helper()
+	spans := observetest.Spans(exp.GetSpans())
+	calls := spans.Named("Sent." + name)
+	if len(calls) != 1 {
+		t.Fatalf("%d call spans Sent.%s in %d spans", len(calls), name, len(spans))
+	}
+	call := calls[0]
+	if call.Parent.SpanID() != root.SpanContext().SpanID() || call.SpanKind != trace.SpanKindClient {
+		t.Errorf("call span: parent %v kind %v, want the test's span %v, client", call.Parent.SpanID(), call.SpanKind, root.SpanContext().SpanID())
+	}
+	as := spans.ChildrenOf(call).ByAttempt()
+	if len(as) != attempts {
+		t.Fatalf("%d attempt spans, want %d", len(as), attempts)
+	}
+	for _, a := range as {
+		if a.Name != "Attempt."+name {
+			t.Errorf("attempt span named %q", a.Name)
+		}
+	}
+	return call, as
+}
+
+func checkEvents(t *testing.T, sp tracetest.SpanStub, want ...string) {
+	t.Helper()
+	if got := observetest.Events(sp); !slices.Equal(got, want) {
+		t.Errorf("events of %s:\n got %q\nwant %q", sp.Name, got, want)
+	}
+}
+
+func TestTraceRetriedUnary(t *testing.T) {
+	var ps parents
+	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(ctx context.Context, n int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		ps.record(ctx)
+		switch n {
+		case 1:
+			return nil, status.Error(codes.Unavailable, "busy")
+		case 2:
+			_ = grpc.SetTrailer(ctx, metadata.Pairs("grpc-retry-pushback-ms", "30"))
+			return nil, status.Error(codes.Unavailable, "busy, later")
+		}
+		return &testpb.SimpleResponse{}, nil
+	}})
+	tc, exp, tr := tracedClient(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""), clocktest.NewAuto())
+	ctx, root := tr.Start(context.Background(), "test")
+	if _, err := tc.UnaryCall(ctx, grpctest.Request("x")); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+	call, as := callTree(t, exp, root, "grpc.testing.TestService.UnaryCall", 3)
+	observetest.CheckAttempt(t, as[0], 0, "UNAVAILABLE", true)
+	observetest.CheckAttempt(t, as[1], 1, "UNAVAILABLE", true)
+	observetest.CheckAttempt(t, as[2], 2, "OK", false)
+	observetest.CheckEnd(t, call, "rpc.response.status_code", "OK", false)
+	if v, _ := observetest.Attr(call, "rebound.attempts"); v.AsInt64() != 3 {
+		t.Errorf("rebound.attempts %v", v.Emit())
+	}
+	if v, _ := observetest.Attr(call, "rpc.method"); v.AsString() != "grpc.testing.TestService/UnaryCall" {
+		t.Errorf("rpc.method %v", v.Emit())
+	}
+	checkEvents(t, call,
+		"backoff started rebound.attempt=1 rebound.delay=0.05",
+		"pushback received rebound.attempt=2 rebound.pushback=0.03",
+		"backoff started rebound.attempt=2 rebound.delay=0.03",
+	)
+	// The server's trace context names the attempt that carried it.
+	for i, a := range as {
+		if got := ps.of(i); got != a.SpanContext.SpanID() {
+			t.Errorf("server's parent for attempt %d: %v, want the attempt's span %v", i+1, got, a.SpanContext.SpanID())
+		}
+	}
+}
+
+func TestTraceGaveUp(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(1000, codes.Unavailable))
+	tc, exp, tr := tracedClient(t, srv, retryConfig(t, 2, `"UNAVAILABLE"`, ""), clocktest.NewAuto())
+	ctx, root := tr.Start(context.Background(), "test")
+	if _, err := tc.UnaryCall(ctx, grpctest.Request("x")); status.Code(err) != codes.Unavailable {
+		t.Fatalf("err %v", err)
+	}
+	root.End()
+	call, as := callTree(t, exp, root, "grpc.testing.TestService.UnaryCall", 2)
+	observetest.CheckAttempt(t, as[1], 1, "UNAVAILABLE", true)
+	observetest.CheckEnd(t, call, "rpc.response.status_code", "UNAVAILABLE", true)
+	checkEvents(t, call,
+		"backoff started rebound.attempt=1 rebound.delay=0.05",
+		"retrying stopped rebound.attempts=2 rebound.reason=attempts exhausted",
+	)
+}
+
+func TestTraceHedgedUnary(t *testing.T) {
+	var ps parents
+	arrived := make(chan struct{}) // attempt 1 reached the server
+	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		ps.record(ctx)
+		switch grpcretry.PreviousAttempts(ctx) {
+		case 0: // slow: it loses
+			close(arrived)
+			<-ctx.Done()
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case 1:
+			<-arrived
+			return nil, status.Error(codes.Unavailable, "busy")
+		}
+		return &testpb.SimpleResponse{}, nil
+	}})
+	js := fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],"hedgingPolicy":{"maxAttempts":3,"hedgingDelay":"0.01s","nonFatalStatusCodes":["UNAVAILABLE"]}}]}`, grpctest.Service)
+	cfg, err := serviceconfig.Parse([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktest.New()
+	tc, exp, tr := tracedClient(t, srv, cfg, clk)
+	ctx, root := tr.Start(context.Background(), "test")
+	// The first hedge goes when the delay has passed; the second at once
+	// when the first fails.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if clk.WaitPending(1) {
+			clk.Advance(10 * time.Millisecond)
+		}
+	}()
+	if _, err := tc.UnaryCall(ctx, grpctest.Request("x")); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	root.End()
+	call, as := callTree(t, exp, root, "grpc.testing.TestService.UnaryCall", 3)
+	observetest.CheckAttempt(t, as[0], 0, "CANCELLED", true)
+	observetest.CheckAttempt(t, as[1], 1, "UNAVAILABLE", true)
+	observetest.CheckAttempt(t, as[2], 2, "OK", false)
+	observetest.CheckEnd(t, call, "rpc.response.status_code", "OK", false)
+	// Attempt 3's response headers commit the call to it, and cancel
+	// attempt 1.
+	checkEvents(t, call,
+		"hedge sent rebound.attempt=2",
+		"hedge sent rebound.attempt=3",
+		"committed rebound.attempt=3 rebound.why=response headers",
+		"hedge cancelled rebound.attempt=1",
+	)
+	for i, a := range as {
+		if got := ps.of(i); got != a.SpanContext.SpanID() {
+			t.Errorf("server's parent for attempt %d: %v, want the attempt's span %v", i+1, got, a.SpanContext.SpanID())
+		}
+	}
+}
+
+func TestTraceRetriedStream(t *testing.T) {
+	var ps parents
+	srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(n int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+		ps.record(s.Context())
+		if n == 1 {
+			return status.Error(codes.Unavailable, "busy")
+		}
+		return s.Send(&testpb.StreamingOutputCallResponse{})
+	}})
+	tc, exp, tr := tracedClient(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), clocktest.NewAuto())
+	ctx, root := tr.Start(context.Background(), "test")
+	st, err := tc.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := 0
+	for {
+		if _, err := st.Recv(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		msgs++
+	}
+	root.End()
+	if msgs != 1 {
+		t.Fatalf("%d messages", msgs)
+	}
+	call, as := callTree(t, exp, root, "grpc.testing.TestService.StreamingOutputCall", 2)
+	observetest.CheckAttempt(t, as[0], 0, "UNAVAILABLE", true)
+	observetest.CheckAttempt(t, as[1], 1, "OK", false)
+	observetest.CheckEnd(t, call, "rpc.response.status_code", "OK", false)
+	checkEvents(t, call,
+		"backoff started rebound.attempt=1 rebound.delay=0.05",
+		"committed rebound.attempt=2 rebound.why=response headers",
+	)
+	if got := ps.of(1); got != as[1].SpanContext.SpanID() {
+		t.Errorf("server's parent for attempt 2: %v, want the attempt's span %v", got, as[1].SpanContext.SpanID())
+	}
+}
