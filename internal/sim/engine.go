@@ -351,10 +351,6 @@ func (e *engine) result() Result {
 		r.P50 = e.latencies[(n+1)/2-1]
 		r.P99 = e.latencies[(99*n+99)/100-1]
 	}
-	r.Offered = make([]float64, len(e.offered))
-	for i, n := range e.offered {
-		width := min(e.interval, e.c.Duration-time.Duration(i)*e.interval)
-		r.Offered[i] = float64(n) / width.Seconds()
-	}
+	r.Offered = perInterval(e.c.Duration, e.interval, func(count []int) { copy(count, e.offered) })
 	return r
 }

@@ -309,6 +309,11 @@ type Report struct {
 	Interval time.Duration
 	// Results holds one Result per policy, in the order of [Policies].
 	Results []Result
+	// Arrivals is the new requests per second that arrived in each
+	// interval of Interval, from time 0 to Duration: the same for every
+	// policy. [Result.Offered] divided by it is the load amplification over
+	// time.
+	Arrivals []float64
 	// Events is the number of events simulated, all policies together.
 	Events int
 }
@@ -323,6 +328,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	arr := arrivals(c)
 	r := &Report{Config: c, Interval: interval(c.Duration)}
+	r.Arrivals = perInterval(c.Duration, r.Interval, func(count []int) {
+		for _, a := range arr {
+			count[a.at/r.Interval]++
+		}
+	})
 	for _, p := range Policies {
 		e, err := newEngine(c, p, arr, r.Interval, MaxEvents-r.Events)
 		if err != nil {
@@ -351,4 +361,17 @@ func interval(d time.Duration) time.Duration {
 		}
 	}
 	return 10 * time.Minute
+}
+
+// perInterval returns the rate per second in each interval of iv from 0 to
+// d, of the counts that add fills in.
+func perInterval(d, iv time.Duration, add func(count []int)) []float64 {
+	count := make([]int, (d+iv-1)/iv)
+	add(count)
+	out := make([]float64, len(count))
+	for i, n := range count {
+		width := min(iv, d-time.Duration(i)*iv)
+		out[i] = float64(n) / width.Seconds()
+	}
+	return out
 }

@@ -74,6 +74,21 @@ func checkInvariants(t *testing.T, r *Report) {
 			t.Errorf("%v: success rate %v", res.Policy, res.SuccessRate)
 		}
 	}
+	if want := int((c.Duration + r.Interval - 1) / r.Interval); len(r.Arrivals) != want {
+		t.Errorf("%d arrival points, want %d", len(r.Arrivals), want)
+	}
+	arrived := 0.0
+	for i, v := range r.Arrivals {
+		arrived += v * min(r.Interval, c.Duration-time.Duration(i)*r.Interval).Seconds()
+		// Without retries every request makes one attempt, when it
+		// arrives: its offered load is the arrival rate.
+		if off := r.Results[NoRetries].Offered[i]; math.Abs(off-v) > 1e-9*v {
+			t.Errorf("interval %d: %v arrivals/s, but no retries offered %v attempts/s", i, v, off)
+		}
+	}
+	if n := int(math.Round(arrived)); len(r.Results) > 0 && n != r.Results[0].Requests {
+		t.Errorf("arrivals sum to %d requests, %d arrived", n, r.Results[0].Requests)
+	}
 	noRetries := r.Results[NoRetries]
 	if (noRetries.Requests > 0 && noRetries.Amplification != 1) || (noRetries.OutageRequests > 0 && noRetries.OutageAmplification != 1) {
 		t.Errorf("no retries: amplification %v (%v in the outage), want exactly 1", noRetries.Amplification, noRetries.OutageAmplification)
