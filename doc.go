@@ -1,6 +1,72 @@
-// Package rebound is the protocol-agnostic retry engine shared by rebound's
-// front doors for grpc-go (grpcretry), connect-go (connectretry) and net/http
-// (httpretry).
+// Package rebound is the protocol-agnostic retry engine behind rebound's
+// packages for grpc-go (grpcretry), connect-go (connectretry) and net/http
+// (httpretry). Most programs use one of those; this package is for
+// retrying any other function, and for the names all of them share.
+//
+// # The three protocol packages
+//
+// Each protocol package speaks its library's idiom, but a concept has one
+// name everywhere. grpcretry and connectretry take a gRPC service config
+// (gRFC A6) parsed by package serviceconfig; httpretry takes options.
+//
+//	                     grpcretry                     connectretry                  httpretry
+//	install in one line  grpc.NewClient(target,        connect.WithInterceptors(     &http.Client{Transport:
+//	                       DialOptions(cfg)...)          NewInterceptor(cfg))          NewTransport(nil)}
+//	an invalid option    grpc.NewClient fails          calls fail with               requests fail with it;
+//	                                                     connect.CodeInternal;         Transport.Err()
+//	                                                     Interceptor.Err()
+//	errors up front      New(cfg, opts...)             New(cfg, opts...)             New(base, opts...)
+//	                       (*Client, error)              (*Interceptor, error)         (*Transport, error)
+//	count attempts       CountAttempts(&n),            CountAttempts(ctx, &n)        CountAttempts(ctx, &n)
+//	                       a grpc.CallOption             on the call's context         on the request's context
+//	a failed call        the last attempt's status     the last attempt's            the last response, with a
+//	                       error (status.Code)           *connect.Error                nil error, if one came
+//	why it stopped       errors.As(err, &e) with e a *rebound.Error: e.Attempts, e.Reason (below)
+//	statistics           Client.Stats(),               Interceptor.Stats()           Transport.Stats()
+//	                       StatsOf(conn)
+//	statistics by        "/pkg.Service/Method"         "/pkg.Service/Method"         "GET host"
+//	metrics              WithMeterProvider:            WithMeterProvider:            WithMeterProvider:
+//	                       grpc.client.call.*            grpc.client.call.*            http.client.request.*
+//	decision log         WithLogger                    WithLogger                    WithLogger
+//	attempts at most     WithMaxAttempts (default 5)   WithMaxAttempts (default 5)   WithMaxAttempts (default 3)
+//	no retries           WithRetriesDisabled           WithRetriesDisabled           WithMaxAttempts(1)
+//	retry budget         retryThrottling, per server   retryThrottling, per server   WithBudget; by default a
+//	                       name (WithServerName)         name (WithServerName)         rebound.TokenBucket per host
+//	hedging              hedgingPolicy                 hedgingPolicy (unary calls)   WithHedging(delay, n)
+//	server hint          grpc-retry-pushback-ms        grpc-retry-pushback-ms        Retry-After
+//	attempt number,      PreviousAttempts(ctx)         PreviousAttempts(header)      -
+//	  in a handler
+//	time, in tests       WithClock, WithRandom         WithClock, WithRandom         WithClock, WithRandom
+//
+// So, in each of them: count a call's attempts with CountAttempts (the
+// first attempt, retries and hedges all count; a call made once counts 1);
+// learn why a failed call stopped from the [*Error] its error unwraps to;
+// read the statistics with Stats, or grpcretry.StatsOf(conn) for a conn
+// made with the one line. The examples of each package (ExampleDialOptions
+// and ExampleNew in grpcretry, ExampleNewInterceptor and ExampleNew in
+// connectretry, ExampleNewTransport and ExampleNew in httpretry) show all
+// three against in-process servers.
+//
+// # Words
+//
+// An attempt is one try of a call, the first included. A retry is an
+// attempt made after one failed; a hedge is an attempt made while others
+// are still in flight, the first success winning. A call is throttled when
+// its retry budget (an A6 [Throttle], a [TokenBucket], any [Budget])
+// refuses it a retry or hedge. Server pushback is the server's own word on
+// when, or whether, to retry. A call is committed once it cannot be
+// replayed (its response has started, or its request outgrew the replay
+// buffer), and no further attempt is made.
+//
+// When a call gives up, its error unwraps to an [*Error] holding the number
+// of attempts, the last attempt's error, and the Reason, one of
+// [ErrAttemptsExhausted], [ErrThrottled], [ErrPushback], [ErrNotRetryable],
+// [ErrCommitted], [ErrDeadline], or the context's cause; errors.Is finds
+// the reason and the last attempt's error through the call's error.
+// Statistics ([Stats], [MethodStats]) count the same things under the same
+// names in every package.
+//
+// # The engine
 //
 // The engine follows the Smithy retry design: a [Strategy] hands out a
 // [Token] before the first attempt and refreshes it after each failure; the
@@ -15,13 +81,11 @@
 //     classification, exact server pushback that resets the exponent, and an
 //     A6 [Throttle].
 //
-// [Hedge] runs hedged attempts per the A6 hedgingPolicy.
+// [Hedge] runs hedged attempts per the A6 hedgingPolicy ([HedgingPolicy],
+// [NewHedger]).
 //
 // Errors describe themselves to strategies through [RetryInfo] (carried by
 // an error with a RetryInfo() RetryInfo method, see [Mark]) and [ErrorInfo].
-// When retrying stops, the returned [*Error] unwraps both to the last
-// attempt's error and to the reason (one of the Err… sentinels or the
-// context's cause).
 //
 // Time and randomness are injected: every strategy takes [WithClock] and
 // [WithRandom], so tests drive a fake clock instead of sleeping.
@@ -29,7 +93,7 @@
 // # Resource bounds
 //
 // A client that runs for months and talks to ever new servers keeps
-// bounded state, by one rule in every front door:
+// bounded state, by one rule in every protocol package:
 //
 //   - The A6 throttle of a server name is shared by every client of the
 //     process with that name, for as long as any of them holds it; then it

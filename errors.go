@@ -3,6 +3,7 @@ package rebound
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -29,6 +30,10 @@ var (
 	// ErrDeadline: waiting for the next attempt would pass the context's
 	// deadline, so it was not made.
 	ErrDeadline = errors.New("rebound: next attempt would pass the deadline")
+	// ErrRejectedLocally is the error of an attempt that an
+	// [AdaptiveThrottle] did not send. It wraps [ErrThrottled]: no strategy
+	// retries it, and the call ends with ErrThrottled as its reason.
+	ErrRejectedLocally = fmt.Errorf("rebound: attempt rejected locally by the adaptive throttle: %w", ErrThrottled)
 	// errInvalidToken: a token was refreshed or recorded with a strategy that
 	// did not issue it, or a second time.
 	errInvalidToken = errors.New("rebound: token was not issued by this strategy or was already used")

@@ -265,6 +265,16 @@ func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx contex
 				finish()
 				return zero, c.gaveUp(last, context.Cause(parent), sent)
 			}
+			if errors.Is(r.err, ErrRejectedLocally) {
+				// The adaptive throttle kept this hedge home: send no
+				// more, and let those sent finish.
+				disarm()
+				stopped, reason = true, ErrThrottled
+				if running == 0 {
+					return zero, c.gaveUp(last, reason, sent)
+				}
+				continue
+			}
 			info := h.s.classify(r.err)
 			// A6 counts a non-fatal failure or a pushback "stop" against
 			// the throttle, whatever happens to the call next.

@@ -163,6 +163,11 @@ func (st *Standard) RefreshToken(ctx context.Context, t Token, err error) (Token
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
+	if errors.Is(err, ErrRejectedLocally) {
+		// The attempt never left: there is nothing to retry, and the
+		// throttle has already counted it.
+		return nil, ErrThrottled
+	}
 	info := st.s.classify(err)
 	if (info.Safety != SafetyNo || info.ServerStop) && st.s.budget != nil {
 		st.s.budget.RecordFailure()
@@ -259,6 +264,9 @@ func (p *Retrier) RefreshToken(ctx context.Context, t Token, err error) (Token, 
 	}
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
+	}
+	if errors.Is(err, ErrRejectedLocally) {
+		return nil, ErrThrottled
 	}
 	info := p.s.classify(err)
 	qualifies := info.Safety == SafetyYes || info.ServerStop

@@ -1,4 +1,4 @@
-// Package connectretry is rebound's front door for connect-go: a
+// Package connectretry gives connect-go clients rebound's retries: a
 // [connect.Interceptor] that retries and hedges client calls as a gRPC
 // service config says (gRFC A6), with the semantics of package grpcretry.
 //

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/adaptive"
 	"github.com/rebound-go/rebound/internal/bounded"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/serviceconfig"
@@ -43,6 +44,7 @@ type target struct {
 	name     string
 	throttle *rebound.Throttle // nil without retryThrottling
 	err      error             // why the throttle could not be made
+	gate     *adaptive.Gate    // the adaptive throttle; nil without WithAdaptiveThrottle
 	policies sync.Map          // *serviceconfig.MethodConfig -> *policyEntry
 }
 
@@ -117,6 +119,7 @@ func (i *Interceptor) target(addr string) *target {
 	t, _ := i.targets.Get(name, func() (*target, error) {
 		t := &target{name: name}
 		t.throttle, t.err = a6.Throttle(name, i.cfg.RetryThrottling)
+		t.gate = i.newGate(name)
 		return t, nil
 	})
 	i.last.Store(t)

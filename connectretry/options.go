@@ -21,6 +21,8 @@ func (f optionFunc) apply(o *options) { f(o) }
 // of its own.
 type options struct {
 	a6.Options
+	// adaptiveThrottle is WithAdaptiveThrottle's config; nil when off.
+	adaptiveThrottle *rebound.AdaptiveThrottleConfig
 }
 
 // WithMaxAttempts sets the client-side maximum of attempts (A6 "Limits"):
@@ -84,7 +86,7 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 func buildOptions(opts []Option) options {
-	o := options{a6.NewOptions("connectretry")}
+	o := options{Options: a6.NewOptions("connectretry")}
 	for _, opt := range opts {
 		if opt == nil {
 			o.Fail("nil Option")

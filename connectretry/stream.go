@@ -35,6 +35,9 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 		if n != nil {
 			*n = 1
 		}
+		if i.opts.adaptiveThrottle != nil {
+			next = i.gatedStreaming(next)
+		}
 		mc := i.cfg.MethodConfig(spec.Procedure)
 		ctx, cancel := withTimeout(ctx, mc)
 		conn := next(ctx, spec)

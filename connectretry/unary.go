@@ -38,6 +38,9 @@ func (i *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 }
 
 func (i *Interceptor) unary(ctx context.Context, next connect.UnaryFunc, req connect.AnyRequest, spec connect.Spec) (connect.AnyResponse, error) {
+	if i.opts.adaptiveThrottle != nil {
+		next = gatedUnary(i.target(req.Peer().Addr).gate, next)
+	}
 	n := attemptsOut(ctx)
 	mc := i.cfg.MethodConfig(spec.Procedure)
 	ctx, cancel := withTimeout(ctx, mc)

@@ -1,4 +1,4 @@
-// Package grpcretry is rebound's front door for grpc-go: client
+// Package grpcretry gives grpc-go clients rebound's retries: client
 // interceptors that give a ClientConn the whole gRPC retry design (gRFC A6)
 // from a service config parsed by package serviceconfig.
 //
@@ -22,7 +22,20 @@
 // never processed still happen below these interceptors; they count against
 // neither maxAttempts nor the throttle.
 //
-// A call's attempts are reported by the [CountAttempts] call option, and a
-// failed call returns an error that is the last attempt's status and
-// says why retrying stopped.
+// [DialOptions] also hands grpc-go the config's loadBalancingConfig and
+// healthCheckConfig, so that a config naming the rebound_distinct balancer
+// needs no further option, and an invalid option or unknown balancer makes
+// grpc.NewClient fail. [New] and [Client.DialOptions] do the same in two
+// steps, with the options' errors returned at once.
+//
+// # Attempts, errors and statistics
+//
+// The [CountAttempts] call option reports how many attempts a call made,
+// hedges included. A call that fails returns the last attempt's status
+// (status.Code sees it) as an error that unwraps to a [*rebound.Error]:
+// the number of attempts and why retrying stopped
+// ([rebound.ErrAttemptsExhausted], [rebound.ErrThrottled], ...).
+// [Client.Stats], or [StatsOf] for a conn made with [DialOptions], returns
+// the statistics by method; [WithMeterProvider] and [WithLogger] report the
+// same as metrics and as a log of each decision.
 package grpcretry

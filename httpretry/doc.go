@@ -1,4 +1,4 @@
-// Package httpretry is rebound's front door for net/http: a
+// Package httpretry gives net/http clients rebound's retries: a
 // [http.RoundTripper] that retries requests with the rebound engine.
 //
 //	client := &http.Client{Transport: httpretry.NewTransport(nil)}
@@ -10,6 +10,14 @@
 // [rebound.DoValue] with the Smithy standard strategy, or [rebound.Hedge]
 // with [WithHedging]. Whether a request may be sent twice follows RFC 9110's
 // idempotent methods and the Idempotency-Key header ([Idempotent]).
+//
+// [CountAttempts] reports how many attempts a request made, hedges
+// included. When attempts run out on a retryable status, the last
+// response is returned as it is, with a nil error; when no response came,
+// the error unwraps to a [*rebound.Error]: the number of attempts and why
+// retrying stopped ([rebound.ErrAttemptsExhausted], [rebound.ErrThrottled],
+// ...). [New] returns an invalid option's error at once; [NewTransport]
+// keeps it in [Transport.Err], and every request fails with it.
 //
 // [Transport.Stats] returns the retry statistics of gRFC A6 per method and
 // host ("GET example.com"): retry and hedge attempts, how many failed,

@@ -56,6 +56,8 @@ type config struct {
 	maxBuffered   int64
 	meters        metric.MeterProvider
 	logger        *slog.Logger
+	// adaptiveThrottle is WithAdaptiveThrottle's config; nil when off.
+	adaptiveThrottle *rebound.AdaptiveThrottleConfig
 	tracer        trace.TracerProvider
 
 	// set records which options configure the built-in strategy, to reject

@@ -524,7 +524,7 @@ func TestConnectionReuse(t *testing.T) {
 // reaches the server while attempt 1's handler is still sending its body.
 func TestTricklingBodyDoesNotDelayRetry(t *testing.T) {
 	const bodyLen = 2000 // bytes, one per 10ms: 20s if the client waited
-	second := make(chan struct{})
+	second, firstDone := make(chan struct{}), make(chan struct{})
 	var sent atomic.Int32 // bytes of attempt 1's body when attempt 2 came
 	sent.Store(-1)
 	srv := newServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
@@ -535,6 +535,7 @@ func TestTricklingBodyDoesNotDelayRetry(t *testing.T) {
 			io.WriteString(w, "attempt "+strconv.Itoa(n))
 			return
 		}
+		defer close(firstDone)
 		w.WriteHeader(503)
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
@@ -559,6 +560,7 @@ func TestTricklingBodyDoesNotDelayRetry(t *testing.T) {
 	if got := readAll(t, resp); got != "attempt 2" {
 		t.Fatalf("got %q, want attempt 2", got)
 	}
+	<-firstDone
 	if n := sent.Load(); n < 1 || n >= bodyLen {
 		t.Fatalf("attempt 2 came after %d of attempt 1's %d bytes, want while it was still sending", n, bodyLen)
 	}

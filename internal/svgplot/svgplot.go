@@ -21,6 +21,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // Point is one (X, Y) sample of a [Series]; the zero value is the origin.
@@ -157,6 +158,9 @@ func (c *Chart) layout() layout {
 	if c.Title != "" {
 		l.top = 40
 	}
+	if c.YLabel != "" {
+		l.top += 18 // the y label's line, above the plot
+	}
 	l.right = float64(l.width) - 20
 	if legend > 0 {
 		// Room for the legend to the right of the plot, but never more
@@ -280,7 +284,7 @@ func (c *Chart) renderBody(b *bytes.Buffer) {
 		escape(b, c.Title)
 		b.WriteString("</title>\n")
 	}
-	b.WriteString(`<rect width="` + strconv.Itoa(l.width) + `" height="` + strconv.Itoa(l.height) + `" fill="#ffffff"/>` + "\n")
+	b.WriteString(`<rect width="` + strconv.Itoa(l.width) + `" height="` + strconv.Itoa(l.height) + `" fill="#ffffff" stroke="none"/>` + "\n")
 	if c.Title != "" {
 		text(b, float64(l.width)/2, 24, "middle", `font-size="16"`, c.Title)
 	}
@@ -308,7 +312,7 @@ func (c *Chart) renderBands(b *bytes.Buffer, l layout) {
 		}
 		x0, x1 := l.px(min(from, to)), l.px(max(from, to))
 		b.WriteString(`<rect x="` + num(x0) + `" y="` + num(l.top) + `" width="` + num(x1-x0) +
-			`" height="` + num(l.bot-l.top) + `" fill="` + bandFill + `"/>` + "\n")
+			`" height="` + num(l.bot-l.top) + `" fill="` + bandFill + `" stroke="none"/>` + "\n")
 		if band.Label != "" {
 			text(b, (x0+x1)/2, l.top+14, "middle", `fill="#444444"`, band.Label)
 		}
@@ -342,8 +346,10 @@ func renderAxes(b *bytes.Buffer, l layout, xlabel, ylabel string) {
 		text(b, (l.left+l.right)/2, float64(l.height)-12, "middle", "", xlabel)
 	}
 	if ylabel != "" {
-		y := (l.top + l.bot) / 2
-		text(b, 16, y, "middle", `transform="rotate(-90 16 `+num(y)+`)"`, ylabel)
+		// Written level above the axis rather than turned along it:
+		// renderers disagree on rotated text (ImageMagick drops or turns
+		// it the other way).
+		text(b, 8, l.top-10, "start", "", ylabel)
 	}
 }
 
@@ -355,6 +361,7 @@ func (c *Chart) renderMarks(b *bytes.Buffer, l layout) {
 		return
 	}
 	b.WriteString(`<g class="marks">` + "\n")
+	vertical := 0 // vertical labels so far, stacked upwards so that near lines' labels do not overlap
 	for _, m := range c.Marks {
 		v, ok := scale(m.Value, m.Horizontal && l.ylog || !m.Horizontal && l.xlog)
 		if !ok {
@@ -372,7 +379,8 @@ func (c *Chart) renderMarks(b *bytes.Buffer, l layout) {
 		x := l.px(v)
 		line(b, x, l.top, x, l.bot, attrs)
 		if m.Label != "" {
-			text(b, x+4, l.bot-6, "start", `fill="`+markColor+`"`, m.Label)
+			text(b, x+4, l.bot-6-16*float64(vertical), "start", `fill="`+markColor+`"`, m.Label)
+			vertical++
 		}
 	}
 	b.WriteString("</g>\n")
@@ -455,7 +463,12 @@ func line(b *bytes.Buffer, x1, y1, x2, y2 float64, attrs string) {
 
 // text writes s escaped; attrs are trusted, constant attributes.
 func text(b *bytes.Buffer, x, y float64, anchor, attrs, s string) {
-	b.WriteString(`<text x="` + num(x) + `" y="` + num(y) + `" text-anchor="` + anchor + `"`)
+	// Fill and stroke are explicit: ImageMagick's renderer lets a stroke
+	// set on an earlier element outline later text.
+	b.WriteString(`<text x="` + num(x) + `" y="` + num(y) + `" text-anchor="` + anchor + `" stroke="none"`)
+	if !strings.Contains(attrs, "fill=") {
+		b.WriteString(` fill="#000000"`)
+	}
 	if attrs != "" {
 		b.WriteString(" " + attrs)
 	}

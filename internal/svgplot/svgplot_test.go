@@ -353,6 +353,8 @@ func TestPortableRejects(t *testing.T) {
 		`<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><g fill-opacity="0.1"/></svg>`,
 		`<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><text>a<tspan>b</tspan></text></svg>`,
 		`<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><foreignObject/></svg>`,
+		`<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><text transform="rotate(-90 5 5)">y</text></svg>`,
+		`<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><g transform="translate(0 5) rotate(90)"/></svg>`,
 		`<g/>`,
 	} {
 		if err := svgcheck.Portable([]byte(doc)); err == nil {

@@ -16,6 +16,7 @@ import (
 	"image/draw"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/srwiley/oksvg"
 	"github.com/srwiley/rasterx"
@@ -30,8 +31,9 @@ var portableElements = map[string]bool{
 // Portable returns an error naming the first construct of doc that
 // renderers draw differently: a nested <svg> (placed with x= or y=, which
 // some renderers ignore), any opacity (ImageMagick has drawn group opacity
-// as a black band), text with child elements, or an element outside the
-// small set the charts need.
+// as a black band), a transform other than one translate (ImageMagick
+// drops or turns rotated text the other way), text with child elements, or
+// an element outside the small set the charts need.
 func Portable(doc []byte) error {
 	d := xml.NewDecoder(bytes.NewReader(doc))
 	d.Strict = true
@@ -67,6 +69,10 @@ func Portable(doc []byte) error {
 			switch a.Name.Local {
 			case "opacity", "fill-opacity", "stroke-opacity", "style", "dominant-baseline", "alignment-baseline":
 				return fmt.Errorf("<%s %s=%q>: not drawn alike everywhere", name, a.Name.Local, a.Value)
+			case "transform":
+				if !strings.HasPrefix(a.Value, "translate(") || strings.Index(a.Value, ")") != len(a.Value)-1 {
+					return fmt.Errorf("<%s transform=%q>: only one translate is drawn alike everywhere", name, a.Value)
+				}
 			}
 		}
 		stack = append(stack, name)
