@@ -17,6 +17,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/adaptive"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
@@ -48,6 +49,7 @@ type target struct {
 	uri      string            // the canonical target, for metrics and logs
 	throttle *rebound.Throttle // nil without retryThrottling
 	err      error             // why the throttle could not be made
+	gate     *adaptive.Gate    // the adaptive throttle; nil without WithAdaptiveThrottle
 	policies sync.Map          // *serviceconfig.MethodConfig -> *policyEntry
 }
 
@@ -186,6 +188,7 @@ func (c *Client) target(cc *grpc.ClientConn) *target {
 			t.uri = cc.CanonicalTarget()
 		}
 		t.throttle, t.err = a6.Throttle(c.serverName(cc), c.cfg.RetryThrottling)
+		t.gate = c.newGate(c.serverName(cc))
 		var loaded bool
 		if v, loaded = c.targets.LoadOrStore(key, t); !loaded && cc != nil {
 			installed.Store(key, c)

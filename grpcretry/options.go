@@ -31,6 +31,8 @@ type options struct {
 	bufferTotal  int
 	bufferPerRPC int
 	adaptive     *AdaptiveHedging
+	// adaptiveThrottle is WithAdaptiveThrottle's config; nil when off.
+	adaptiveThrottle *rebound.AdaptiveThrottleConfig
 }
 
 // WithMaxAttempts sets the client-side maximum of attempts (A6 "Limits"):

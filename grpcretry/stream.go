@@ -68,6 +68,9 @@ func (c *Client) StreamClientInterceptor() grpc.StreamClientInterceptor {
 }
 
 func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if c.opts.adaptiveThrottle != nil {
+		streamer = gatedStreamer(c.target(cc).gate, streamer)
+	}
 	n := attemptsOut(opts)
 	mc := c.cfg.MethodConfig(method)
 	callCtx, cancel, opts := callSettings(ctx, mc, opts)

@@ -39,6 +39,9 @@ func (c *Client) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 }
 
 func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if c.opts.adaptiveThrottle != nil {
+		invoker = gatedInvoker(c.target(cc).gate, invoker)
+	}
 	n := attemptsOut(opts)
 	mc := c.cfg.MethodConfig(method)
 	ctx, cancel, opts := callSettings(ctx, mc, opts)

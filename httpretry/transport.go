@@ -116,6 +116,9 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	}
 	t.rec = rec
 	t.tracer = observe.NewTracer(t.cfg.tracer, "github.com/rebound-go/rebound/httpretry", observe.SystemHTTP)
+	if t.cfg.adaptiveThrottle != nil {
+		t.base = newGatedBase(t.base, t.cfg)
+	}
 	probe, err := t.newHost(nil)
 	if err != nil {
 		t.err = err

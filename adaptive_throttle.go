@@ -1,0 +1,186 @@
+package rebound
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// AdaptiveThrottleConfig sets an [AdaptiveThrottle]. The zero value means
+// the defaults of the Google SRE book's chapter "Handling Overload": K 2
+// and a window of 2 minutes.
+type AdaptiveThrottleConfig struct {
+	// K is how many requests the client may send per request the server
+	// accepts before it starts rejecting requests itself. 0 means 2; else
+	// it must be a finite number >= 1. Lower rejects sooner and wastes
+	// less of the server's effort on rejections, at the cost of some
+	// requests rejected locally that the server would have served; the
+	// book suggests 2, and 1.1 for a service that must be protected at
+	// any price.
+	K float64
+	// Window is how far back requests and accepts count. 0 means 2
+	// minutes; else it must be at least 1 second. The window moves in
+	// steps of 1/60 of it.
+	Window time.Duration
+}
+
+// Defaults of [AdaptiveThrottleConfig].
+const (
+	DefaultAdaptiveK      = 2
+	DefaultAdaptiveWindow = 2 * time.Minute
+)
+
+// adaptiveSlots is the number of steps the window moves in.
+const adaptiveSlots = 60
+
+// withDefaults returns c with zero fields set to their defaults, or an
+// error naming the first invalid field.
+func (c AdaptiveThrottleConfig) withDefaults() (AdaptiveThrottleConfig, error) {
+	if c.K == 0 {
+		c.K = DefaultAdaptiveK
+	}
+	if c.Window == 0 {
+		c.Window = DefaultAdaptiveWindow
+	}
+	switch {
+	case !(c.K >= 1) || math.IsInf(c.K, 0):
+		return c, fmt.Errorf("rebound: AdaptiveThrottleConfig.K must be a finite number >= 1 (0 for 2), got %v", c.K)
+	case c.Window < time.Second:
+		return c, fmt.Errorf("rebound: AdaptiveThrottleConfig.Window must be >= 1s (0 for 2m), got %v", c.Window)
+	}
+	return c, nil
+}
+
+// Validate reports the first invalid field of c, or nil.
+func (c AdaptiveThrottleConfig) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
+// AdaptiveThrottle is client-side adaptive throttling, as the Google SRE
+// book's chapter "Handling Overload" describes it: the client counts, over
+// a sliding window, the requests it meant to send (requests) and those the
+// server accepted (accepts), and rejects each new request itself, without
+// sending it, with probability
+//
+//	max(0, (requests − K × accepts) / (requests + 1))
+//
+// While the server accepts nearly everything, nothing is rejected. When it
+// starts refusing, the client sends about K requests per request it
+// accepts, whatever the callers ask: the server's load from refusals is
+// capped at (K − 1) times the work it does, and in a full outage almost
+// nothing is sent. Unlike a retry budget, it needs no failures of its own
+// to learn from: every request counts, so a client that sends one request
+// a minute still sees its share of the outage in its window.
+//
+// A request the throttle rejects still counts in requests, as the book
+// says: that keeps the rejection probability up for as long as the server
+// refuses, instead of letting every rejection raise the next request's
+// chances. Each attempt of a retried or hedged call is one request.
+//
+// Time and randomness are arguments, so that tests and simulations drive
+// it. An AdaptiveThrottle is safe for concurrent use. Use
+// [NewAdaptiveThrottle]; the zero value is not usable.
+type AdaptiveThrottle struct {
+	k     float64
+	width int64 // nanoseconds per slot
+
+	mu                 sync.Mutex
+	head               int64 // the newest slot, in slot numbers since the Unix epoch
+	started            bool
+	requests, accepts  [adaptiveSlots]int64
+	sumReqs, sumAccept int64
+}
+
+// NewAdaptiveThrottle returns an AdaptiveThrottle that has seen nothing,
+// or an error naming the bad field of c.
+func NewAdaptiveThrottle(c AdaptiveThrottleConfig) (*AdaptiveThrottle, error) {
+	c, err := c.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &AdaptiveThrottle{k: c.K, width: int64(c.Window / adaptiveSlots)}, nil
+}
+
+// slot moves the window to now and returns the index of now's slot. A time
+// before the newest slot counts in it: the window never moves back.
+func (t *AdaptiveThrottle) slot(now time.Time) int {
+	id := floorDiv(now.UnixNano(), t.width)
+	switch {
+	case !t.started:
+		t.started, t.head = true, id
+	case id <= t.head:
+	case id-t.head >= adaptiveSlots:
+		t.requests, t.accepts = [adaptiveSlots]int64{}, [adaptiveSlots]int64{}
+		t.sumReqs, t.sumAccept = 0, 0
+		t.head = id
+	default:
+		for t.head < id {
+			t.head++
+			i := ringIndex(t.head)
+			t.sumReqs -= t.requests[i]
+			t.sumAccept -= t.accepts[i]
+			t.requests[i], t.accepts[i] = 0, 0
+		}
+	}
+	return ringIndex(t.head)
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+func ringIndex(id int64) int { return int(((id % adaptiveSlots) + adaptiveSlots) % adaptiveSlots) }
+
+func (t *AdaptiveThrottle) probability() float64 {
+	return max(0, (float64(t.sumReqs)-t.k*float64(t.sumAccept))/float64(t.sumReqs+1))
+}
+
+// Allow counts a request at now and reports whether to send it: it is
+// rejected when u, a uniform random number in [0, 1), falls below the
+// rejection probability. A request that is sent should be followed by
+// [AdaptiveThrottle.Accepted] if the server accepts it.
+func (t *AdaptiveThrottle) Allow(now time.Time, u float64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i := t.slot(now)
+	p := t.probability()
+	t.requests[i]++
+	t.sumReqs++
+	return u >= p
+}
+
+// Accepted counts a request the server accepted at now: it answered, with
+// anything but a sign of overload. What that is belongs to the protocol:
+// grpcretry and connectretry count every status but UNAVAILABLE,
+// RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED, httpretry every response but
+// 429, 502, 503 and 504.
+func (t *AdaptiveThrottle) Accepted(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i := t.slot(now)
+	t.accepts[i]++
+	t.sumAccept++
+}
+
+// RejectProbability returns the probability that a request at now is
+// rejected.
+func (t *AdaptiveThrottle) RejectProbability(now time.Time) float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.slot(now)
+	return t.probability()
+}
+
+// Counts returns the requests and accepts in the window at now.
+func (t *AdaptiveThrottle) Counts(now time.Time) (requests, accepts int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.slot(now)
+	return t.sumReqs, t.sumAccept
+}

@@ -1,0 +1,206 @@
+package rebound_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rebound-go/rebound"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestAdaptiveThrottleConfig(t *testing.T) {
+	for _, tc := range []struct {
+		c     rebound.AdaptiveThrottleConfig
+		field string // "" for valid
+	}{
+		{rebound.AdaptiveThrottleConfig{}, ""},
+		{rebound.AdaptiveThrottleConfig{K: 1, Window: time.Second}, ""},
+		{rebound.AdaptiveThrottleConfig{K: 0.5}, "K"},
+		{rebound.AdaptiveThrottleConfig{K: -1}, "K"},
+		{rebound.AdaptiveThrottleConfig{K: math.NaN()}, "K"},
+		{rebound.AdaptiveThrottleConfig{K: math.Inf(1)}, "K"},
+		{rebound.AdaptiveThrottleConfig{Window: time.Millisecond}, "Window"},
+		{rebound.AdaptiveThrottleConfig{Window: -time.Minute}, "Window"},
+	} {
+		_, err := rebound.NewAdaptiveThrottle(tc.c)
+		if (err == nil) != (tc.field == "") || tc.c.Validate() == nil != (err == nil) {
+			t.Errorf("%+v: err = %v, want a complaint about %q", tc.c, err, tc.field)
+			continue
+		}
+		if err != nil && !strings.Contains(err.Error(), "AdaptiveThrottleConfig."+tc.field) {
+			t.Errorf("%+v: error %q does not name the field %s", tc.c, err, tc.field)
+		}
+	}
+}
+
+// The rejection probability follows the book's formula step by step.
+func TestAdaptiveThrottleFormula(t *testing.T) {
+	th, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{})
+	now := t0
+	// 10 requests, all accepted: nothing is rejected.
+	for range 10 {
+		if !th.Allow(now, 0) {
+			t.Fatal("rejected while the server accepts everything")
+		}
+		th.Accepted(now)
+	}
+	if p := th.RejectProbability(now); p != 0 {
+		t.Fatalf("p = %v, want 0", p)
+	}
+	// 30 more requests, none accepted: 40 requests, 10 accepts.
+	for range 30 {
+		th.Allow(now, 0.999999)
+	}
+	want := (40.0 - 2*10) / 41
+	if p := th.RejectProbability(now); math.Abs(p-want) > 1e-12 {
+		t.Fatalf("p = %v, want %v", p, want)
+	}
+	// u below p is rejected, at or above is sent; both count.
+	if th.Allow(now, want/2) {
+		t.Fatal("u below p was sent")
+	}
+	if !th.Allow(now, 0.99) {
+		t.Fatal("u above p was rejected")
+	}
+	if r, a := th.Counts(now); r != 42 || a != 10 {
+		t.Fatalf("counts = %d, %d; want 42, 10", r, a)
+	}
+}
+
+// Counts leave the window as it moves, in steps of Window/60.
+func TestAdaptiveThrottleWindow(t *testing.T) {
+	th, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{Window: time.Minute})
+	for i := range 60 {
+		at := t0.Add(time.Duration(i) * time.Second)
+		th.Allow(at, 0.5)
+		th.Accepted(at)
+	}
+	for _, step := range []struct {
+		at       time.Duration
+		requests int64
+	}{
+		{59 * time.Second, 60},
+		{60 * time.Second, 59}, // the first second's slot left
+		{90 * time.Second, 29},
+		{30 * time.Second, 29}, // the past counts as the newest slot: no move back
+		{119 * time.Second, 0},
+		{time.Hour, 0},
+	} {
+		if r, a := th.Counts(t0.Add(step.at)); r != step.requests || a != step.requests {
+			t.Fatalf("at %v: counts = %d, %d; want %d, %d", step.at, r, a, step.requests, step.requests)
+		}
+	}
+}
+
+// In a full outage the throttle sends about K requests per accept, so
+// almost nothing once the accepts have left the window; when the server
+// recovers, accepts bring the probability back to 0.
+func TestAdaptiveThrottleOutageAndRecovery(t *testing.T) {
+	th, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{K: 2, Window: time.Minute})
+	// A deterministic stand-in for a uniform source.
+	u := func(i int) float64 { return math.Mod(float64(i)*0.618033988749895, 1) }
+	now := t0
+	for i := range 600 { // healthy: 10 req/s for 60s
+		now = now.Add(100 * time.Millisecond)
+		if th.Allow(now, u(i)) {
+			th.Accepted(now)
+		}
+	}
+	sent := 0
+	for i := range 1200 { // full outage: 2 minutes
+		now = now.Add(100 * time.Millisecond)
+		if th.Allow(now, u(i)) {
+			sent++
+		}
+	}
+	// The first minute sends while the healthy minute's accepts fade; the
+	// second almost nothing.
+	if sent > 700 || sent < 100 {
+		t.Fatalf("sent %d of 1200 requests during the outage", sent)
+	}
+	if p := th.RejectProbability(now); p < 0.99 {
+		t.Fatalf("p = %v after two minutes of outage, want >= 0.99", p)
+	}
+	for i := range 9000 { // recovery, 15 minutes: every request sent is accepted
+		now = now.Add(100 * time.Millisecond)
+		if th.Allow(now, u(i)) {
+			th.Accepted(now)
+		}
+	}
+	if p := th.RejectProbability(now); p != 0 {
+		t.Fatalf("p = %v after 15 minutes of recovery, want 0", p)
+	}
+}
+
+func TestAdaptiveThrottleConcurrent(t *testing.T) {
+	th, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 1000 {
+				now := t0.Add(time.Duration(g*1000+i) * time.Millisecond)
+				if th.Allow(now, 0.5) && i%2 == 0 {
+					th.Accepted(now)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if r, _ := th.Counts(t0.Add(8 * time.Second)); r != 8000 {
+		t.Fatalf("requests = %d, want 8000", r)
+	}
+}
+
+// An attempt the throttle rejects ends the call with ErrThrottled: it is
+// not retried, and the budget does not count it as a failure.
+func TestRejectedLocallyEndsTheCall(t *testing.T) {
+	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1})
+	s, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 5, Backoff: rebound.DefaultBackoff()},
+		rebound.WithBudget(th), rebound.WithClassifier(func(error) rebound.RetryInfo { return rebound.RetryInfo{Safety: rebound.SafetyYes} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	err = rebound.Do(context.Background(), s, func(context.Context) error {
+		calls++
+		return rebound.ErrRejectedLocally
+	})
+	if calls != 1 || !errors.Is(err, rebound.ErrThrottled) || !errors.Is(err, rebound.ErrRejectedLocally) {
+		t.Fatalf("calls = %d, err = %v; want 1 call ending with ErrThrottled", calls, err)
+	}
+	if th.Tokens() != 10000 {
+		t.Fatalf("throttle tokens = %d, want 10000: a local rejection is no failure", th.Tokens())
+	}
+	h, _ := rebound.NewHedger(rebound.HedgingPolicy{MaxAttempts: 3, HedgingDelay: 0})
+	calls = 0
+	var mu sync.Mutex
+	_, err = rebound.Hedge(context.Background(), h, func(_ context.Context, attempt int) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		return 0, rebound.ErrRejectedLocally
+	})
+	if !errors.Is(err, rebound.ErrThrottled) {
+		t.Fatalf("hedged: err = %v, want ErrThrottled", err)
+	}
+}
+
+func BenchmarkAdaptiveThrottle(b *testing.B) {
+	th, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		now := t0
+		for pb.Next() {
+			now = now.Add(time.Millisecond)
+			if th.Allow(now, 0.5) {
+				th.Accepted(now)
+			}
+		}
+	})
+}

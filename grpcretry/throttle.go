@@ -1,0 +1,101 @@
+package grpcretry
+
+import (
+	"context"
+	"io"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/adaptive"
+)
+
+// WithAdaptiveThrottle turns on client-side adaptive throttling (see
+// [rebound.AdaptiveThrottle]) with c: every attempt, the first included, of
+// every call on the ClientConn asks the throttle of the server name (see
+// [WithServerName]) whether to go out. One it keeps home fails at once,
+// without reaching the server, with UNAVAILABLE and an error that unwraps
+// to [rebound.ErrRejectedLocally]; it is not retried, so the call ends with
+// [rebound.ErrThrottled]. Every status but UNAVAILABLE, RESOURCE_EXHAUSTED
+// and DEADLINE_EXCEEDED counts as accepted. Every client of the process
+// with the same server name and c shares one throttle. c's fields must be
+// valid; the zero value means the SRE book's defaults.
+func WithAdaptiveThrottle(c rebound.AdaptiveThrottleConfig) Option {
+	return optionFunc(func(o *options) {
+		if err := c.Validate(); err != nil {
+			o.Fail("WithAdaptiveThrottle: %v", err)
+			return
+		}
+		o.adaptiveThrottle = &c
+	})
+}
+
+// newGate returns the adaptive throttle gate of server name, or nil when
+// the option is off.
+func (c *Client) newGate(name string) *adaptive.Gate {
+	if c.opts.adaptiveThrottle == nil {
+		return nil
+	}
+	return &adaptive.Gate{Throttle: adaptive.Throttle(name, *c.opts.adaptiveThrottle), Clock: c.clock, Random: c.opts.Random}
+}
+
+// rejectedLocally is the error of an attempt the adaptive throttle kept
+// home: UNAVAILABLE, unwrapping to rebound.ErrRejectedLocally.
+type rejectedLocally struct{}
+
+func (rejectedLocally) Error() string {
+	return "grpcretry: " + rebound.ErrRejectedLocally.Error()
+}
+func (rejectedLocally) Unwrap() error { return rebound.ErrRejectedLocally }
+func (rejectedLocally) GRPCStatus() *status.Status {
+	return status.New(codes.Unavailable, "grpcretry: "+rebound.ErrRejectedLocally.Error())
+}
+
+// gatedInvoker asks g before each attempt and tells it of each answer.
+func gatedInvoker(g *adaptive.Gate, invoker grpc.UnaryInvoker) grpc.UnaryInvoker {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		if !g.Allow() {
+			return rejectedLocally{}
+		}
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if adaptive.AcceptedCode(uint32(status.Code(err))) {
+			g.Accepted()
+		}
+		return err
+	}
+}
+
+// gatedStreamer asks g before each stream attempt; the attempt's status,
+// seen when its messages end, tells g whether it was accepted.
+func gatedStreamer(g *adaptive.Gate, streamer grpc.Streamer) grpc.Streamer {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		if !g.Allow() {
+			return nil, rejectedLocally{}
+		}
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			if adaptive.AcceptedCode(uint32(status.Code(err))) {
+				g.Accepted()
+			}
+			return nil, err
+		}
+		return &gatedStream{ClientStream: cs, gate: g}, nil
+	}
+}
+
+type gatedStream struct {
+	grpc.ClientStream
+	gate *adaptive.Gate
+	done atomic.Bool
+}
+
+func (s *gatedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err != nil && s.done.CompareAndSwap(false, true) && (err == io.EOF || adaptive.AcceptedCode(uint32(status.Code(err)))) {
+		s.gate.Accepted()
+	}
+	return err
+}

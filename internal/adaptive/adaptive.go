@@ -1,0 +1,129 @@
+// Package adaptive keeps the client-side adaptive throttles
+// (rebound.AdaptiveThrottle) of the process, one per server name or host,
+// and says which answers count as accepted in each protocol.
+package adaptive
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"runtime"
+	"sync"
+	"time"
+	"weak"
+
+	"github.com/rebound-go/rebound"
+)
+
+type key struct {
+	name   string
+	k      float64
+	window time.Duration
+}
+
+// throttles holds the throttles in use, weakly, as internal/a6 holds the
+// A6 throttles: a throttle lives while a client holds it in its per-peer
+// state, so that a process talking to ever new names keeps none for the
+// names it has dropped.
+var (
+	mu        sync.Mutex
+	throttles = map[key]weak.Pointer[rebound.AdaptiveThrottle]{}
+)
+
+// Throttle returns the process-wide throttle of name under c, made on first
+// use; clients with the same name and config share it. c must be valid
+// (the options check it); an invalid c gives nil.
+func Throttle(name string, c rebound.AdaptiveThrottleConfig) *rebound.AdaptiveThrottle {
+	k := key{name, c.K, c.Window}
+	mu.Lock()
+	defer mu.Unlock()
+	if th := throttles[k].Value(); th != nil {
+		return th
+	}
+	th, err := rebound.NewAdaptiveThrottle(c)
+	if err != nil {
+		return nil
+	}
+	throttles[k] = weak.Make(th)
+	runtime.AddCleanup(th, drop, k)
+	return th
+}
+
+func drop(k key) {
+	mu.Lock()
+	defer mu.Unlock()
+	if throttles[k].Value() == nil {
+		delete(throttles, k)
+	}
+}
+
+// Count returns the number of throttles registered, for tests.
+func Count() int {
+	mu.Lock()
+	defer mu.Unlock()
+	return len(throttles)
+}
+
+// Gate is one client's view of a throttle: its clock and random source.
+// A nil *Gate, or one without a throttle, sends everything.
+type Gate struct {
+	Throttle *rebound.AdaptiveThrottle
+	Clock    rebound.Clock  // nil: the real clock
+	Random   rebound.Random // nil: math/rand/v2
+}
+
+// Allow counts a request and reports whether to send it.
+func (g *Gate) Allow() bool {
+	if g == nil || g.Throttle == nil {
+		return true
+	}
+	u := 0.0
+	if g.Random != nil {
+		u = g.Random.Float64()
+	} else {
+		u = rand.Float64()
+	}
+	return g.Throttle.Allow(g.now(), u)
+}
+
+// Accepted counts a request the server accepted.
+func (g *Gate) Accepted() {
+	if g != nil && g.Throttle != nil {
+		g.Throttle.Accepted(g.now())
+	}
+}
+
+func (g *Gate) now() time.Time {
+	if g.Clock != nil {
+		return g.Clock.Now()
+	}
+	return time.Now()
+}
+
+// Code numbers of gRPC (and Connect, whose codes agree) that are signs of
+// overload rather than an answer.
+const (
+	codeDeadlineExceeded  = 4
+	codeResourceExhausted = 8
+	codeUnavailable       = 14
+)
+
+// AcceptedCode reports whether a gRPC or Connect status code means the
+// server accepted the request: every code but UNAVAILABLE,
+// RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED (OK is 0).
+func AcceptedCode(code uint32) bool {
+	switch code {
+	case codeDeadlineExceeded, codeResourceExhausted, codeUnavailable:
+		return false
+	}
+	return true
+}
+
+// AcceptedStatus reports whether an HTTP response status means the server
+// accepted the request: every status but 429, 502, 503 and 504.
+func AcceptedStatus(status int) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return false
+	}
+	return true
+}
