@@ -17,9 +17,10 @@ import (
 var (
 	// ErrAttemptsExhausted: the maximum number of attempts was made.
 	ErrAttemptsExhausted = errors.New("rebound: attempts exhausted")
-	// ErrThrottled: the call was throttled: the retry budget (a Throttle
-	// or TokenBucket) refused another attempt.
-	ErrThrottled = errors.New("rebound: throttled: the retry budget refused another attempt")
+	// ErrThrottled: the call was throttled. Its retry budget (a Throttle,
+	// a TokenBucket, any Budget) refused another attempt, or an
+	// AdaptiveThrottle rejected one locally ([ErrRejectedLocally]).
+	ErrThrottled = errors.New("rebound: throttled")
 	// ErrPushback: the server said not to retry.
 	ErrPushback = errors.New("rebound: server pushback said not to retry")
 	// ErrNotRetryable: the attempt's error is not one that may be retried.

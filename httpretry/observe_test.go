@@ -413,7 +413,7 @@ func TestLogsThrottled(t *testing.T) {
 	send(t, client, http.MethodGet, srv.URL, nil)
 	observetest.CheckRecords(t, "throttled", records(), "GET "+srv.host(), srv.host(), []observetest.Record{
 		{Msg: "rebound: retry scheduled", Attrs: map[string]any{"attempt": 1, "delay": 500 * time.Millisecond}},
-		{Msg: "rebound: throttled, gave up", Attrs: map[string]any{"attempts": 2, "reason": "throttled: the retry budget refused another attempt"}},
+		{Msg: "rebound: throttled, gave up", Attrs: map[string]any{"attempts": 2, "reason": "throttled"}},
 	})
 }
 
