@@ -2,6 +2,7 @@ package serviceconfig
 
 import (
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -64,40 +65,44 @@ func Lint(c *Config) []Warning {
 	var ws []Warning
 	for i := range c.MethodConfigs {
 		mc := &c.MethodConfigs[i]
-		at := path("methodConfig").index(i)
 		if mc.RetryPolicy != nil {
-			ws = c.lintCodes(ws, at.field("retryPolicy").field("retryableStatusCodes"),
-				codeKey{methodConfig: i}, mc.RetryPolicy.RetryableStatusCodes)
+			ws = c.lintCodes(ws, codeKey{methodConfig: i}, mc.RetryPolicy.RetryableStatusCodes)
 		}
 		if mc.HedgingPolicy != nil {
-			ws = c.lintCodes(ws, at.field("hedgingPolicy").field("nonFatalStatusCodes"),
-				codeKey{methodConfig: i, hedging: true}, mc.HedgingPolicy.NonFatalStatusCodes)
+			ws = c.lintCodes(ws, codeKey{methodConfig: i, hedging: true}, mc.HedgingPolicy.NonFatalStatusCodes)
 		}
 	}
 	return ws
 }
 
-// lintCodes appends the warnings for the code list set at path at, ordered
-// by where each code was written.
-func (c *Config) lintCodes(ws []Warning, at path, key codeKey, set CodeSet) []Warning {
+// lintCodes appends the warnings for the code list of key (code 0) holding
+// set, ordered by where each code was written.
+func (c *Config) lintCodes(ws []Warning, key codeKey, set CodeSet) []Warning {
+	at, ok := c.codeLists[key]
+	if !ok {
+		field := "retryPolicy.retryableStatusCodes"
+		if key.hedging {
+			field = "hedgingPolicy.nonFatalStatusCodes"
+		}
+		at = "methodConfig[" + strconv.Itoa(key.methodConfig) + "]." + field
+	}
 	type found struct {
-		pos  int // -1 if unknown
+		ref  codeRef
+		ok   bool
 		code Code
 	}
 	var list []found
 	for _, code := range (set & (aip194Never | aip194Generally)).Codes() {
 		key.code = code
-		pos, ok := c.codePos[key]
-		if !ok {
-			pos = -1
-		}
-		list = append(list, found{pos, code})
+		ref, ok := c.codePos[key]
+		list = append(list, found{ref, ok, code})
 	}
-	slices.SortStableFunc(list, func(a, b found) int { return a.pos - b.pos })
+	slices.SortStableFunc(list, func(a, b found) int { return a.ref.offset - b.ref.offset })
 	for _, f := range list {
-		w := Warning{Path: string(at)}
-		if f.pos >= 0 {
-			w.Path = string(at.index(f.pos))
+		w := Warning{Path: at}
+		if f.ok {
+			w.Path = string(appendIndex([]byte(at), f.ref.index))
+			w.Line, w.Column = f.ref.line, f.ref.col
 		}
 		switch {
 		case f.code == OK:

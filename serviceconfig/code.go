@@ -72,7 +72,7 @@ func (c Code) String() string {
 // rejected too.
 func ParseCode(s string) (Code, error) {
 	for i, name := range codeNames {
-		if asciiEqualFold(s, name) {
+		if asciiEqualFold([]byte(s), name) {
 			return Code(i), nil
 		}
 	}
@@ -81,7 +81,7 @@ func ParseCode(s string) (Code, error) {
 
 // asciiEqualFold reports whether s equals the upper-case ASCII string upper
 // when ASCII letters in s are compared without case.
-func asciiEqualFold(s, upper string) bool {
+func asciiEqualFold(s []byte, upper string) bool {
 	if len(s) != len(upper) {
 		return false
 	}

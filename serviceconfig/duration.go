@@ -3,7 +3,9 @@ package serviceconfig
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -108,6 +110,68 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, errDurationRange
 	}
 	return time.Duration(mag), nil
+}
+
+// parseDurationGRPCGo reads s as grpc-go's service config parser reads a
+// duration, and reports false where that parser fails. It accepts more than
+// proto3 JSON: an optional '-', then seconds and a fraction split at one
+// '.', either of which may be missing or carry its own sign (each is read
+// by strconv.ParseInt); the seconds must not exceed the proto limit, the
+// fraction has at most 9 characters, and values beyond the time.Duration
+// range saturate. So ".5s", "1.s", "01s" and "+1s" are accepted, and "--1s"
+// is 1s.
+func parseDurationGRPCGo(s string) (time.Duration, bool) {
+	if !strings.HasSuffix(s, "s") {
+		return 0, false
+	}
+	neg := s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	intPart, frac, _ := strings.Cut(s[:len(s)-1], ".")
+	if strings.Contains(frac, ".") {
+		return 0, false
+	}
+	var sec, ns int64
+	if intPart != "" {
+		v, err := strconv.ParseInt(intPart, 10, 64)
+		if err != nil || v > maxProtoSeconds {
+			return 0, false
+		}
+		sec = v
+	}
+	if frac != "" {
+		if len(frac) > 9 {
+			return 0, false
+		}
+		v, err := strconv.ParseInt(frac, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		for i := len(frac); i < 9; i++ {
+			v *= 10
+		}
+		ns = v
+	}
+	if intPart == "" && frac == "" {
+		return 0, false
+	}
+	if neg {
+		sec, ns = -sec, -ns
+	}
+	const (
+		maxSec = math.MaxInt64 / int64(time.Second)
+		maxNs  = math.MaxInt64 % int64(time.Second)
+		minSec = math.MinInt64 / int64(time.Second)
+		minNs  = math.MinInt64 % int64(time.Second)
+	)
+	switch {
+	case sec > maxSec || (sec == maxSec && ns >= maxNs):
+		return math.MaxInt64, true
+	case sec < minSec || (sec == minSec && ns <= minNs):
+		return math.MinInt64, true
+	}
+	return time.Duration(sec*int64(time.Second) + ns), true
 }
 
 // FormatDuration returns d in the canonical proto3 JSON form that

@@ -3,11 +3,11 @@ package serviceconfig
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"io"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // jsonKind is the type of a JSON value, named as in error messages.
@@ -39,151 +39,348 @@ func (k jsonKind) String() string {
 	}
 }
 
-// jsonValue is a decoded JSON value that keeps what encoding/json into any
-// would lose: the exact text of numbers, the order of object members and
-// duplicate keys.
-type jsonValue struct {
-	kind    jsonKind
-	boolean bool
-	text    string // a string's contents or a number's literal text
-	elems   []*jsonValue
-	members []jsonMember // in document order, duplicates included
-	// start and end are byte offsets that order problems by where they are
-	// in the document. start is at or before the value; end is after it for
-	// arrays and objects, and equal to start otherwise.
-	start, end int64
+// doc is a JSON document that encoding/json has found valid. Its methods
+// read values where they lie in the input instead of building a tree, so a
+// subtree that Parse does not interpret costs one pass over its bytes and
+// no memory, and a long string is copied only if its text is needed.
+type doc struct {
+	data []byte
+	buf  []byte // scratch for unescaping strings; see text
 }
 
-type jsonMember struct {
-	key   string
-	start int64 // at or before the key
-	value *jsonValue
+// value is one JSON value of a doc: data[start:end]. A string's bytes
+// include its quotes.
+type value struct {
+	kind       jsonKind
+	start, end int
 }
 
-// maxJSONDepth bounds nesting like encoding/json's scanner does, so that a
-// document of nothing but '[' cannot make the decoder hold a node for every
-// byte of it.
+// maxJSONDepth is encoding/json's nesting limit, which checkJSON enforces.
 const maxJSONDepth = 10000
 
-// decodeJSON decodes exactly one JSON value from data. It works from a
-// token stream with an explicit stack, so deep nesting costs heap, not Go
-// stack, and is bounded by maxJSONDepth.
-func decodeJSON(data []byte) (*jsonValue, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	type frame struct {
-		v        *jsonValue
-		key      string
-		keyStart int64
-		hasKey   bool
-	}
-	var (
-		root  *jsonValue
-		stack []frame
-	)
-	for {
-		start := dec.InputOffset()
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, syntaxError(err, dec.InputOffset())
-		}
-		var v *jsonValue
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{', '[':
-				if len(stack) >= maxJSONDepth {
-					return nil, &Error{Message: fmt.Sprintf("invalid JSON near byte offset %d: nested deeper than %d levels", dec.InputOffset(), maxJSONDepth)}
-				}
-				v = &jsonValue{kind: jsonArray}
-				if t == '{' {
-					v.kind = jsonObject
-				}
-			default: // '}' or ']': the decoder has checked that it matches
-				stack[len(stack)-1].v.end = dec.InputOffset()
-				stack = stack[:len(stack)-1]
-				if len(stack) == 0 {
-					return root, expectEOF(dec)
-				}
-				continue
-			}
-		case string:
-			if len(stack) > 0 {
-				if top := &stack[len(stack)-1]; top.v.kind == jsonObject && !top.hasKey {
-					top.key, top.keyStart, top.hasKey = t, start, true
-					continue
-				}
-			}
-			v = &jsonValue{kind: jsonString, text: t}
-		case json.Number:
-			v = &jsonValue{kind: jsonNumber, text: string(t)}
-		case bool:
-			v = &jsonValue{kind: jsonBool, boolean: t}
-		case nil:
-			v = &jsonValue{kind: jsonNull}
-		}
-		v.start, v.end = start, start
-		if len(stack) == 0 {
-			root = v
-		} else {
-			top := &stack[len(stack)-1]
-			if top.v.kind == jsonArray {
-				top.v.elems = append(top.v.elems, v)
-			} else {
-				top.v.members = append(top.v.members, jsonMember{top.key, top.keyStart, v})
-				top.key, top.hasKey = "", false
-			}
-		}
-		if v.kind == jsonArray || v.kind == jsonObject {
-			stack = append(stack, frame{v: v})
-		} else if len(stack) == 0 {
-			return root, expectEOF(dec)
-		}
-	}
-}
-
-// expectEOF reports an error if anything but white space follows the value.
-func expectEOF(dec *json.Decoder) error {
-	_, err := dec.Token()
-	if err == io.EOF {
+// checkJSON reports a syntax error in data as an *Error located at the
+// offending byte, or nil if data holds exactly one JSON value.
+func checkJSON(data []byte) *Error {
+	if json.Valid(data) {
 		return nil
 	}
-	if err != nil {
-		return syntaxError(err, dec.InputOffset())
+	// Unmarshal checks the whole input before it decodes anything, so an
+	// invalid document is never materialised; into struct{} a valid one
+	// would not be either.
+	var se *json.SyntaxError
+	if err := json.Unmarshal(data, &struct{}{}); !errors.As(err, &se) {
+		return &Error{Message: "invalid JSON"}
 	}
-	return &Error{Message: fmt.Sprintf("invalid JSON near byte offset %d: unexpected data after the top-level value", dec.InputOffset())}
+	at := int(se.Offset) - 1 // Offset counts the offending byte
+	msg := se.Error()
+	switch {
+	case strings.HasPrefix(msg, "unexpected end"):
+		return &Error{Message: "invalid JSON: unexpected end of input", offset: len(data)}
+	case strings.HasSuffix(msg, "exceeded max depth"):
+		msg = "nested deeper than " + strconv.Itoa(maxJSONDepth) + " levels"
+	}
+	return &Error{Message: "invalid JSON: " + msg, offset: max(at, 0)}
 }
 
-// syntaxError reports a decoder error. The offset is where the offending
-// token starts: json.SyntaxError.Offset is relative to different points for
-// different errors, so it is not used.
-func syntaxError(err error, offset int64) error {
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return &Error{Message: "invalid JSON: unexpected end of input"}
+// ws returns the offset of the first byte at or after i that is not JSON
+// white space.
+func (d *doc) ws(i int) int {
+	for i < len(d.data) {
+		switch d.data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
 	}
-	return &Error{Message: fmt.Sprintf("invalid JSON near byte offset %d: %v", offset, err)}
+	return i
 }
 
-// path is a JSON path such as "methodConfig[1].retryPolicy.maxAttempts".
-// The empty path is the whole document.
-type path string
+// valueAt returns the value that starts at or after i (after white space).
+func (d *doc) valueAt(i int) value {
+	i = d.ws(i)
+	v := value{start: i}
+	switch d.data[i] {
+	case '{':
+		v.kind = jsonObject
+	case '[':
+		v.kind = jsonArray
+	case '"':
+		v.kind = jsonString
+	case 't', 'f':
+		v.kind = jsonBool
+	case 'n':
+		v.kind = jsonNull
+	default:
+		v.kind = jsonNumber
+	}
+	v.end = d.skip(i, v.kind)
+	return v
+}
 
-// field returns the path of member key of the object at p. Keys that are not
-// plain identifiers are written in brackets as JSON strings, so that every
-// path reads back unambiguously.
-func (p path) field(key string) path {
+// skip returns the offset just after the value of kind k that starts at i.
+// Nesting needs no stack: the document is valid, so brackets match.
+func (d *doc) skip(i int, k jsonKind) int {
+	switch k {
+	case jsonString:
+		return d.skipString(i)
+	case jsonArray, jsonObject:
+		depth := 0
+		for i < len(d.data) {
+			switch d.data[i] {
+			case '"':
+				i = d.skipString(i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	default:
+		for i < len(d.data) {
+			switch d.data[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i
+			}
+			i++
+		}
+		return i
+	}
+}
+
+// skipString returns the offset just after the string whose opening quote
+// is at i.
+func (d *doc) skipString(i int) int {
+	i++
+	for {
+		j := bytes.IndexByte(d.data[i:], '"')
+		if j < 0 {
+			return len(d.data)
+		}
+		q := i + j
+		n := 0 // backslashes right before the quote
+		for q-1-n >= i && d.data[q-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		i = q + 1
+	}
+}
+
+// iter walks the members of an object or the elements of an array.
+type iter struct {
+	d     *doc
+	i     int
+	first bool
+}
+
+func (d *doc) iter(v value) iter { return iter{d: d, i: v.start + 1, first: true} }
+
+// next returns the next element of an array.
+func (it *iter) next() (value, bool) {
+	if !it.advance() {
+		return value{}, false
+	}
+	v := it.d.valueAt(it.i)
+	it.i = v.end
+	return v, true
+}
+
+// member returns the next member of an object: its key (a string value)
+// and its value.
+func (it *iter) member() (key, v value, ok bool) {
+	if !it.advance() {
+		return value{}, value{}, false
+	}
+	d := it.d
+	key = value{kind: jsonString, start: it.i, end: d.skipString(it.i)}
+	colon := d.ws(key.end) // the ':'
+	v = d.valueAt(colon + 1)
+	it.i = v.end
+	return key, v, true
+}
+
+// advance moves past the separator before the next item and reports whether
+// there is one.
+func (it *iter) advance() bool {
+	d := it.d
+	it.i = d.ws(it.i)
+	if !it.first {
+		if d.data[it.i] != ',' {
+			return false
+		}
+		it.i = d.ws(it.i + 1)
+	}
+	it.first = false
+	if c := d.data[it.i]; c == '}' || c == ']' {
+		return false
+	}
+	return true
+}
+
+// raw returns the bytes of v as written, without a string's quotes.
+func (d *doc) raw(v value) []byte {
+	if v.kind == jsonString {
+		return d.data[v.start+1 : v.end-1]
+	}
+	return d.data[v.start:v.end]
+}
+
+// text returns the contents of the string v as encoding/json decodes them:
+// escapes resolved and invalid UTF-8 replaced by U+FFFD. The result shares
+// memory with the input or with a scratch buffer that the next call to text
+// reuses; copy it to keep it.
+func (d *doc) text(v value) []byte {
+	raw := d.raw(v)
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return raw
+	}
+	b := d.buf[:0]
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		switch {
+		case c == '\\':
+			i++
+			switch e := raw[i]; e {
+			case 'b':
+				b = append(b, '\b')
+			case 'f':
+				b = append(b, '\f')
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			case 'u':
+				r := hex4(raw[i+1:])
+				i += 4
+				if utf16IsSurrogate(r) {
+					r2 := rune(-1)
+					if i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+						r2 = hex4(raw[i+3:])
+					}
+					if dec := utf16Decode(r, r2); dec != utf8.RuneError {
+						r = dec
+						i += 6
+					} else {
+						r = utf8.RuneError
+					}
+				}
+				b = utf8.AppendRune(b, r)
+			default: // '"', '\\' and '/'
+				b = append(b, e)
+			}
+			i++
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(raw[i:])
+			if r == utf8.RuneError && size == 1 {
+				b = utf8.AppendRune(b, utf8.RuneError)
+			} else {
+				b = append(b, raw[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	d.buf = b
+	return b
+}
+
+// str returns the text of the string v as a new string.
+func (d *doc) str(v value) string { return string(d.text(v)) }
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		default:
+			c = c - 'A' + 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
+func utf16IsSurrogate(r rune) bool { return 0xd800 <= r && r < 0xe000 }
+
+// utf16Decode returns the rune of the surrogate pair r1, r2, or
+// utf8.RuneError if they are not one.
+func utf16Decode(r1, r2 rune) rune {
+	if 0xd800 <= r1 && r1 < 0xdc00 && 0xdc00 <= r2 && r2 < 0xe000 {
+		return (r1-0xd800)<<10 | (r2 - 0xdc00) + 0x10000
+	}
+	return utf8.RuneError
+}
+
+// show returns a string or number value as written in JSON, shortened by
+// excerpt.
+func (d *doc) show(v value) string {
+	if v.kind == jsonString {
+		return quoteJSON(excerpt(string(excerptBytes(d.text(v)))))
+	}
+	return excerpt(string(excerptBytes(d.raw(v))))
+}
+
+// excerptBytes cuts b to a little more than excerpt keeps, so that a huge
+// value is not copied whole only to be shortened.
+func excerptBytes(b []byte) []byte {
+	const keep = excerptLimit + utf8.UTFMax + 1
+	if len(b) > keep {
+		return b[:keep]
+	}
+	return b
+}
+
+const excerptLimit = 64
+
+// excerpt shortens s for an error message, so that a huge value in a config
+// still gives one readable line.
+func excerpt(s string) string {
+	if len(s) <= excerptLimit {
+		return s
+	}
+	i := excerptLimit
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
+}
+
+// appendField appends to the JSON path p the step to member key. Keys that
+// are not plain identifiers are written in brackets as JSON strings, so that
+// every path reads back unambiguously. Long keys are shortened.
+func appendField(p []byte, key string) []byte {
 	if !isIdent(key) {
-		return p + "[" + path(quoteJSON(key)) + "]"
+		p = append(p, '[')
+		p = append(p, quoteJSON(excerpt(key))...)
+		return append(p, ']')
 	}
-	if p == "" {
-		return path(key)
+	if len(p) > 0 {
+		p = append(p, '.')
 	}
-	return p + "." + path(key)
+	return append(p, excerpt(key)...)
 }
 
-// index returns the path of element i of the array at p.
-func (p path) index(i int) path {
-	return p + "[" + path(strconv.Itoa(i)) + "]"
+// appendIndex appends to the JSON path p the step to element i.
+func appendIndex(p []byte, i int) []byte {
+	p = append(p, '[')
+	p = strconv.AppendInt(p, int64(i), 10)
+	return append(p, ']')
 }
 
 func isIdent(s string) bool {
@@ -265,6 +462,20 @@ func (n jsonNumberParts) isZero() bool {
 // fraction and no exponent, so "2" is an integer and "2.0" and "2e0" are not.
 func (n jsonNumberParts) isInteger() bool {
 	return !n.hasFrac && !n.hasExp
+}
+
+// isWhole reports whether the number's value is an integer, however it is
+// written: 10, 10.0, 1e1 and 1.5e1 are whole, 10.5 and 1e-1 are not.
+func (n jsonNumberParts) isWhole() bool {
+	shift := n.exp - int64(len(n.frac)) // value = digits × 10^shift
+	if shift >= 0 {
+		return true
+	}
+	digits := n.intDigits + n.frac
+	if -shift >= int64(len(digits)) {
+		return strings.Trim(digits, "0") == ""
+	}
+	return strings.Trim(digits[int64(len(digits))+shift:], "0") == ""
 }
 
 // milli returns the number times 1000, truncated toward zero, computed on

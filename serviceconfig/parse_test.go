@@ -2,6 +2,7 @@ package serviceconfig_test
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -119,7 +120,6 @@ func TestParseTopLevel(t *testing.T) {
 		want []string
 	}{
 		{`[]`, []string{"serviceconfig: a service config must be a JSON object, got array"}},
-		{`null`, []string{"serviceconfig: a service config must be a JSON object, got null"}},
 		{`1`, []string{"serviceconfig: a service config must be a JSON object, got number"}},
 		{`"x"`, []string{"serviceconfig: a service config must be a JSON object, got string"}},
 		{`true`, []string{"serviceconfig: a service config must be a JSON object, got boolean"}},
@@ -128,7 +128,6 @@ func TestParseTopLevel(t *testing.T) {
 		{`{"methodConfig":[1, {"name":[{}]}, [], null]}`, []string{
 			"serviceconfig: methodConfig[0]: must be a JSON object, got number",
 			"serviceconfig: methodConfig[2]: must be a JSON object, got array",
-			"serviceconfig: methodConfig[3]: must be a JSON object, got null",
 		}},
 		{`{"loadBalancingPolicy":1}`, []string{"serviceconfig: loadBalancingPolicy: must be a string, got number"}},
 		{`{"loadBalancingPolicy":["round_robin"]}`, []string{"serviceconfig: loadBalancingPolicy: must be a string, got array"}},
@@ -144,22 +143,22 @@ func TestParseSyntaxErrors(t *testing.T) {
 		in   string
 		want string
 	}{
-		{"", "serviceconfig: invalid JSON: unexpected end of input"},
-		{"   ", "serviceconfig: invalid JSON: unexpected end of input"},
-		{"{", "serviceconfig: invalid JSON: unexpected end of input"},
-		{`{"methodConfig":[`, "serviceconfig: invalid JSON: unexpected end of input"},
-		{`{"a":"x`, "serviceconfig: invalid JSON: unexpected end of input"},
-		{`{"a" 1}`, "serviceconfig: invalid JSON near byte offset 5: invalid character '1' after object key"},
-		{`{"a":1,}`, "serviceconfig: invalid JSON near byte offset 7: invalid character '}' looking for beginning of object key string"},
-		{`[1,]`, "serviceconfig: invalid JSON near byte offset 3: invalid character ']' looking for beginning of value"},
-		{`{} x`, "serviceconfig: invalid JSON near byte offset 3: invalid character 'x' looking for beginning of value"},
-		{`{} {}`, "serviceconfig: invalid JSON near byte offset 4: unexpected data after the top-level value"},
-		{`{}}`, "serviceconfig: invalid JSON near byte offset 2: invalid character '}' looking for beginning of value"},
-		{`{"a":01}`, "serviceconfig: invalid JSON near byte offset 6: invalid character '1' after object key:value pair"},
-		{`{"a":tru}`, "serviceconfig: invalid JSON near byte offset 5: invalid character '}' in literal true (expecting 'e')"},
-		{`{'a':1}`, "serviceconfig: invalid JSON near byte offset 1: invalid character '\\''"},
-		{"\ufeff{}", "serviceconfig: invalid JSON near byte offset 0: invalid character 'ï' looking for beginning of value"},
-		{`{"a":NaN}`, "serviceconfig: invalid JSON near byte offset 5: invalid character 'N' looking for beginning of value"},
+		{"", "serviceconfig: invalid JSON: unexpected end of input (line 1, column 1)"},
+		{"   ", "serviceconfig: invalid JSON: unexpected end of input (line 1, column 4)"},
+		{"{", "serviceconfig: invalid JSON: unexpected end of input (line 1, column 2)"},
+		{"{\n  \"methodConfig\": [", "serviceconfig: invalid JSON: unexpected end of input (line 2, column 20)"},
+		{`{"a":"x`, "serviceconfig: invalid JSON: unexpected end of input (line 1, column 8)"},
+		{`{"a" 1}`, "serviceconfig: invalid JSON: invalid character '1' after object key (line 1, column 6)"},
+		{"{\"a\":1,\r\n}", "serviceconfig: invalid JSON: invalid character '}' looking for beginning of object key string (line 2, column 1)"},
+		{`[1,]`, "serviceconfig: invalid JSON: invalid character ']' looking for beginning of value (line 1, column 4)"},
+		{`{} x`, "serviceconfig: invalid JSON: invalid character 'x' after top-level value (line 1, column 4)"},
+		{`{} {}`, "serviceconfig: invalid JSON: invalid character '{' after top-level value (line 1, column 4)"},
+		{`{}}`, "serviceconfig: invalid JSON: invalid character '}' after top-level value (line 1, column 3)"},
+		{`{"a":01}`, "serviceconfig: invalid JSON: invalid character '1' after object key:value pair (line 1, column 7)"},
+		{`{"a":tru}`, "serviceconfig: invalid JSON: invalid character '}' in literal true (expecting 'e') (line 1, column 9)"},
+		{`{'a':1}`, "serviceconfig: invalid JSON: invalid character '\\'' looking for beginning of object key string (line 1, column 2)"},
+		{"\ufeff{}", "serviceconfig: invalid JSON: invalid character 'ï' looking for beginning of value (line 1, column 1)"},
+		{`{"a":NaN}`, "serviceconfig: invalid JSON: invalid character 'N' looking for beginning of value (line 1, column 6)"},
 	}
 	for _, tc := range tests {
 		_, errs := parse(t, tc.in)
@@ -178,43 +177,61 @@ func TestParseDeepNesting(t *testing.T) {
 	}
 	_, errs := parse(t, deep(10000))
 	checkLines(t, "nesting 10001 deep", errs, []string{
-		"serviceconfig: invalid JSON near byte offset 10005: nested deeper than 10000 levels",
+		"serviceconfig: invalid JSON: nested deeper than 10000 levels (line 1, column 10005)",
 	})
-	_, errs = parse(t, strings.Repeat(`{"a":`, 1<<20))
-	if len(errs) != 1 || !strings.Contains(errs[0], "nested deeper than 10000 levels") {
-		t.Errorf("a million open objects: %q", errs)
+	_, err := serviceconfig.Parse([]byte(strings.Repeat(`{"a":`, 1<<20)), serviceconfig.MaxBytes(math.MaxInt))
+	if err == nil || !strings.Contains(err.Error(), "nested deeper than 10000 levels") {
+		t.Errorf("a million open objects: %v", err)
 	}
 }
 
+// A field written twice is accepted, the last one winning, as grpc-go
+// (encoding/json) reads it, with a warning at the repeat.
 func TestParseDuplicateKeys(t *testing.T) {
 	tests := []struct {
-		in   string
-		want []string
+		in    string
+		warns []string
+		check func(*serviceconfig.Config) bool
 	}{
-		{`{"methodConfig":[],"methodConfig":[]}`, []string{"serviceconfig: methodConfig: duplicate key in object"}},
-		{`{"x":1,"x":2,"x":3}`, []string{
-			"serviceconfig: x: duplicate key in object",
-			"serviceconfig: x: duplicate key in object",
-		}},
-		{retryConfig(validRetry.with("maxAttempts", `2,"maxAttempts":3`)), []string{
-			"serviceconfig: methodConfig[0].retryPolicy.maxAttempts: duplicate key in object",
-		}},
-		{methodConfigs(obj{{"name", `[{"service":"a.B","service":"c.D"}]`}}), []string{
-			"serviceconfig: methodConfig[0].name[0].service: duplicate key in object",
-		}},
-		{`{"retryThrottling":{"maxTokens":1,"tokenRatio":1,"tokenRatio":2}}`, []string{
-			"serviceconfig: retryThrottling.tokenRatio: duplicate key in object",
-		}},
-		// Keys are compared after unescaping, and exactly: case matters.
-		{`{"methodConfig":[],"method\u0043onfig":[]}`, []string{"serviceconfig: methodConfig: duplicate key in object"}},
-		{`{"a b":1,"a b":2}`, []string{`serviceconfig: ["a b"]: duplicate key in object`}},
-		// Duplicates inside unknown fields are not inspected.
-		{`{"x":{"y":1,"y":2}}`, nil},
-		{`{"loadBalancingConfig":[{"round_robin":{},"round_robin":{}}]}`, nil},
+		{`{"methodConfig":[],"methodConfig":[{"name":[{}],"timeout":"1s"}]}`,
+			[]string{`methodConfig: "methodConfig" is set more than once in this object; the last is used, as in grpc-go, but other gRPC implementations may reject the config`},
+			func(c *serviceconfig.Config) bool { return len(c.MethodConfigs) == 1 }},
+		{retryConfig(validRetry.with("maxAttempts", `2,"maxAttempts":4`)),
+			[]string{`methodConfig[0].retryPolicy.maxAttempts: "maxAttempts" is set more than once in this object; the last is used, as in grpc-go, but other gRPC implementations may reject the config`},
+			func(c *serviceconfig.Config) bool { return retryPolicy(c).MaxAttempts == 4 }},
+		{methodConfigs(obj{{"name", `[{"service":"a.B","service":"c.D"}]`}}),
+			[]string{`methodConfig[0].name[0].service: "service" is set more than once in this object; the last is used, as in grpc-go, but other gRPC implementations may reject the config`},
+			func(c *serviceconfig.Config) bool { return c.MethodConfigs[0].Names[0].Service == "c.D" }},
+		// Keys are compared after unescaping, and a repeat in another case
+		// counts too: the last wins whatever its spelling.
+		{`{"retryThrottling":{"maxTokens":1,"tokenRatio":1,"token\u0052atio":2,"TokenRatio":3}}`,
+			[]string{
+				`retryThrottling.tokenRatio: "tokenRatio" is set more than once in this object; the last is used, as in grpc-go, but other gRPC implementations may reject the config`,
+				`retryThrottling.TokenRatio: A6 spells this field "tokenRatio"; grpc-go accepts any letter case, other gRPC implementations do not`,
+				`retryThrottling.TokenRatio: "tokenRatio" is set more than once in this object; the last is used, as in grpc-go, but other gRPC implementations may reject the config`,
+			},
+			func(c *serviceconfig.Config) bool { return c.RetryThrottling.TokenRatio == 3 }},
+		{retryConfig(validRetry.with("maxAttempts", `7,"MAXATTEMPTS":3`)),
+			[]string{
+				`methodConfig[0].retryPolicy.MAXATTEMPTS: A6 spells this field "maxAttempts"; grpc-go accepts any letter case, other gRPC implementations do not`,
+				`methodConfig[0].retryPolicy.MAXATTEMPTS: "maxAttempts" is set more than once in this object; the last is used, as in grpc-go, but other gRPC implementations may reject the config`,
+			},
+			func(c *serviceconfig.Config) bool { return retryPolicy(c).MaxAttempts == 3 }},
+		// Unknown keys are not compared, nor what is inside them.
+		{`{"x":1,"x":2}`, []string{"x: unknown field, ignored", "x: unknown field, ignored"}, nil},
+		{`{"a b":{"y":1,"y":2}}`, []string{`["a b"]: unknown field, ignored`}, nil},
+		{`{"loadBalancingConfig":[{"round_robin":{},"round_robin":{}}]}`, nil, nil},
 	}
 	for _, tc := range tests {
-		_, errs := parse(t, tc.in)
-		checkLines(t, tc.in, errs, tc.want)
+		c, errs := parse(t, tc.in)
+		if errs != nil {
+			t.Errorf("%s: errors %q", tc.in, errs)
+			continue
+		}
+		checkLines(t, tc.in, warningLines(c.Warnings), tc.warns)
+		if tc.check != nil && !tc.check(c) {
+			t.Errorf("%s: the last value did not win: %+v", tc.in, exported(c))
+		}
 	}
 }
 
@@ -376,12 +393,11 @@ func TestParseWarnings(t *testing.T) {
 		},
 		{
 			name: "misspelled fields",
-			in:   `{"method_config":[],"MethodConfig":[],"retryThrottling":{"maxTokens":1,"tokenRatio":1,"max_tokens":2,"TOKENRATIO":3}}`,
+			in:   `{"method_config":[],"retry-throttling":{},"retryThrottling":{"maxTokens":1,"tokenRatio":1,"MAX_TOKENS":2}}`,
 			want: []string{
 				`method_config: unknown field, ignored (did you mean "methodConfig"?)`,
-				`MethodConfig: unknown field, ignored (did you mean "methodConfig"?)`,
-				`retryThrottling.max_tokens: unknown field, ignored (did you mean "maxTokens"?)`,
-				`retryThrottling.TOKENRATIO: unknown field, ignored (did you mean "tokenRatio"?)`,
+				`["retry-throttling"]: unknown field, ignored (did you mean "retryThrottling"?)`,
+				`retryThrottling.MAX_TOKENS: unknown field, ignored (did you mean "maxTokens"?)`,
 			},
 		},
 		{
@@ -550,15 +566,17 @@ func TestParseKeepsGRPCFields(t *testing.T) {
 		t.Errorf("HealthCheckConfig = %s, want %s", got, want)
 	}
 
+	// As in grpc-go, a field in another letter case is the same field (with
+	// a warning), and the last one written wins.
 	c, err = serviceconfig.Parse([]byte(`{"loadBalancingConfig": null, "healthCheckConfig": null, "LoadBalancingConfig": [{"round_robin": {}}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.LoadBalancingConfig != nil || c.HealthCheckConfig != nil {
-		t.Errorf("got LoadBalancingConfig %s, HealthCheckConfig %s; want both nil", c.LoadBalancingConfig, c.HealthCheckConfig)
+	if string(c.LoadBalancingConfig) != `[{"round_robin": {}}]` || c.HealthCheckConfig != nil {
+		t.Errorf("got LoadBalancingConfig %s, HealthCheckConfig %s; want the last one written and nil", c.LoadBalancingConfig, c.HealthCheckConfig)
 	}
-	if len(c.Warnings) != 1 || c.Warnings[0].Path != "LoadBalancingConfig" {
-		t.Errorf("Warnings = %v, want one for LoadBalancingConfig", c.Warnings)
+	if len(c.Warnings) != 2 || c.Warnings[0].Path != "LoadBalancingConfig" || c.Warnings[1].Path != "LoadBalancingConfig" {
+		t.Errorf("Warnings = %v, want two for LoadBalancingConfig (spelling and repeat)", c.Warnings)
 	}
 }
 

@@ -222,8 +222,16 @@ type Config struct {
 	// unknown fields, in document order.
 	Warnings []Warning
 
-	index   map[Name]*MethodConfig
-	codePos map[codeKey]int // where each code of a code list was written, for Lint
+	index     map[Name]nameRef
+	codePos   map[codeKey]codeRef // where each code of a code list was written, for Lint
+	codeLists map[codeKey]string  // the path of each code list as written (code 0), for Lint
+}
+
+// codeRef locates the first mention of a code in a code list.
+type codeRef struct {
+	index     int // in the list
+	offset    int // in the input
+	line, col int
 }
 
 // codeKey locates one status code within a method config's code list.
@@ -260,7 +268,10 @@ func (c *Config) MethodConfig(fullMethod string) *MethodConfig {
 
 func (c *Config) find(n Name) *MethodConfig {
 	if c.index != nil {
-		return c.index[n]
+		if ref, ok := c.index[n]; ok {
+			return &c.MethodConfigs[ref.mc]
+		}
+		return nil
 	}
 	for i := range c.MethodConfigs {
 		if slices.Contains(c.MethodConfigs[i].Names, n) {
@@ -271,11 +282,16 @@ func (c *Config) find(n Name) *MethodConfig {
 }
 
 // Warning is a problem in a service config that does not make it invalid.
-// Path is the JSON path of the offending value, like
+// Path is the JSON path of the offending value or key as written, like
 // "methodConfig[0].retryPolicy.jitter", or empty for the whole document.
+// Line and Column locate it in the input, counting from 1, with columns in
+// bytes as in go/token; they are 0 where there is no such place, as for the
+// "and N more" entry that ends a long list.
 type Warning struct {
 	Path    string
 	Message string
+	Line    int
+	Column  int
 }
 
 // String returns "path: message", or the message alone if Path is empty.
@@ -289,10 +305,15 @@ func (w Warning) String() string {
 // Error is one reason a service config is invalid. Path is the JSON path of
 // the offending value, like "methodConfig[1].retryPolicy.initialBackoff", or
 // empty for problems with the document as a whole, such as a JSON syntax
-// error. Parse reports all of its Errors together; see [Parse].
+// error. Parse reports all of its Errors together; see [Parse]. Line and
+// Column locate the problem in the input as for a [Warning].
 type Error struct {
 	Path    string
 	Message string
+	Line    int
+	Column  int
+
+	offset int // in the input, until Line and Column are set
 }
 
 // Error returns a one-line message: "serviceconfig: path: message".
