@@ -12,7 +12,7 @@ import (
 // names the exact path and message, or the parsed value.
 
 const (
-	durType     = `must be a duration string like "1.5s", got `
+	durType = `must be a duration string like "1.5s", got `
 )
 
 func retryConfig(raw obj) string { return methodConfigs(validMethod.with("retryPolicy", raw.String())) }
