@@ -280,7 +280,7 @@ func demo(ctx context.Context, stdout, stderr io.Writer, c demoConfig) error {
 	}
 	if c.html != "" {
 		r := htmlReport{
-			Title: "rebound demo", Scenario: scenario, Table: table, Notes: notes,
+			Title: "rebound demo", Scenario: scenario, Tables: []htmlTable{{Caption: "Results", Rows: table}}, Notes: notes,
 			Config: config, Conclusion: conclusion, Charts: charts,
 		}
 		if err := r.write(c.html); err != nil {

@@ -100,12 +100,18 @@ func wrap(s string, width int) string {
 // configLine is one policy and the configuration it ran with.
 type configLine struct{ Name, Config string }
 
+// htmlTable is a table of results under a heading.
+type htmlTable struct {
+	Caption string
+	Rows    [][]string // headings first
+}
+
 // htmlReport is one self-contained page: everything a command printed and
 // drew, with the charts inline, to open in a browser.
 type htmlReport struct {
 	Title      string
 	Scenario   string
-	Table      [][]string // headings first
+	Tables     []htmlTable
 	Notes      []string
 	Config     []configLine
 	Conclusion []string
@@ -129,14 +135,14 @@ figure { margin: 1em 0; }
 </head>
 <body>
 <h1>{{.Title}}</h1>
-<p>{{.Scenario}}</p>
+<p style="white-space: pre-line">{{.Scenario}}</p>
 <h2>Conclusion</h2>
 <p class="conclusion">{{range .Conclusion}}{{.}} {{end}}</p>
-<h2>Results</h2>
+{{range .Tables}}<h2>{{.Caption}}</h2>
 <table>
-{{range $i, $row := .Table}}<tr>{{range $row}}{{if eq $i 0}}<th>{{.}}</th>{{else}}<td>{{.}}</td>{{end}}{{end}}</tr>
+{{range $i, $row := .Rows}}<tr>{{range $row}}{{if eq $i 0}}<th>{{.}}</th>{{else}}<td>{{.}}</td>{{end}}{{end}}</tr>
 {{end}}</table>
-{{range .Notes}}<p>{{.}}</p>
+{{end}}{{range .Notes}}<p>{{.}}</p>
 {{end}}<h2>Charts</h2>
 {{range .SVG}}<figure>{{.}}</figure>
 {{end}}<h2>Configuration</h2>

@@ -1,13 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rebound-go/rebound/internal/sim"
@@ -53,9 +55,12 @@ a jittered exponential backoff; no attempt starts past a request's -deadline.
 
 Prints per policy: requests, attempts, load amplification (attempts per
 request, overall and during the outage), goodput (successes per second,
-overall and after the outage), success rate and the p50/p99 time to success.
-Writes an SVG of the offered load over time to -svg. The same flags give the
-same output, byte for byte.
+overall and after the outage), success rate and the p50/p99 time to success,
+then a conclusion drawn from those numbers: which policy won on success
+rate, on time to success and on load during the outage, and why. Writes an
+SVG of the offered load and of the load amplification over time to -svg,
+and with -html one page holding all of it. The same flags give the same
+output, byte for byte.
 
 flags:
 `
@@ -83,7 +88,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.Bucket.Capacity, "bucket", c.Bucket.Capacity, "token bucket: capacity")
 	fs.IntVar(&c.Bucket.RetryCost, "retry-cost", c.Bucket.RetryCost, "token bucket: tokens a retry costs")
 	fs.IntVar(&c.Bucket.SuccessRefund, "refund", c.Bucket.SuccessRefund, "token bucket: tokens a success gives back")
-	svgPath := fs.String("svg", "rebound-sim.svg", `file to write the offered-load chart to ("" for none)`)
+	svgPath := fs.String("svg", "rebound-sim.svg", `file to write the charts to: offered load and load amplification over time ("" for none)`)
+	htmlPath := fs.String("html", "", "file to write a self-contained HTML report to: tables, charts, policies and conclusion")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, simAbout)
 		fs.PrintDefaults()
@@ -116,69 +122,248 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	printSimReport(stdout, report)
-	if *svgPath == "" {
-		return 0
+	charts := simCharts(report)
+	if *svgPath != "" {
+		if err := writeStacked(*svgPath, charts...); err != nil {
+			fmt.Fprintf(stderr, "sim: -svg: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "\nwrote the charts (offered load, load amplification over time) to %s\n", *svgPath)
 	}
-	var svg bytes.Buffer
-	if _, err := simChart(report).WriteTo(&svg); err != nil {
-		fmt.Fprintf(stderr, "sim: -svg: %v\n", err)
-		return 1
+	if *htmlPath != "" {
+		results, failed := simTables(report)
+		var config []configLine
+		for _, res := range report.Results {
+			config = append(config, configLine{res.Policy.String(), res.Policy.Describe(report.Config)})
+		}
+		page := htmlReport{
+			Title:    "rebound sim",
+			Scenario: simScenario(report),
+			Tables: []htmlTable{
+				{Caption: "Results", Rows: results},
+				{Caption: "Failed requests by why retrying stopped", Rows: failed},
+			},
+			Notes:      []string{simLegend},
+			Config:     config,
+			Conclusion: simConclusion(report),
+			Charts:     charts,
+		}
+		if err := page.write(*htmlPath); err != nil {
+			fmt.Fprintf(stderr, "sim: -html: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "wrote the report (tables, charts, policies, conclusion) to %s\n", *htmlPath)
 	}
-	if err := os.WriteFile(*svgPath, svg.Bytes(), 0o644); err != nil {
-		fmt.Fprintf(stderr, "sim: -svg: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "\nwrote the offered-load chart to %s\n", *svgPath)
 	return 0
 }
 
-func printSimReport(w io.Writer, r *sim.Report) {
+// simScenario describes the scenario in a few lines.
+func simScenario(r *sim.Report) string {
 	c := r.Config
-	fmt.Fprintf(w, "%d clients × %.6g req/s = %.6g req/s; server %.6g req/s (%d workers × %v)\n",
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d clients × %.6g req/s = %.6g req/s; server %.6g req/s (%d workers × %v)\n",
 		c.Clients, c.Rate, float64(c.Clients)*c.Rate, c.Capacity, c.Workers(), c.Latency)
 	if c.OutageLength > 0 {
-		fmt.Fprintf(w, "outage from %v to %v at %.6g%% capacity; ", c.OutageStart, c.OutageStart+c.OutageLength, 100*c.OutageCapacity)
+		fmt.Fprintf(&b, "outage from %v to %v at %.6g%% capacity; ", c.OutageStart, c.OutageStart+c.OutageLength, 100*c.OutageCapacity)
 	} else {
-		fmt.Fprint(w, "no outage; ")
+		fmt.Fprint(&b, "no outage; ")
 	}
-	fmt.Fprintf(w, "run %v of virtual time; seed %d\n", c.Duration, c.Seed)
+	fmt.Fprintf(&b, "run %v of virtual time; seed %d\n", c.Duration, c.Seed)
 	deadline := "none"
 	if c.Deadline > 0 {
 		deadline = c.Deadline.String()
 	}
-	fmt.Fprintf(w, "retries: up to %d attempts, backoff random(0, min(%v×%.6g^(n-1), %v)), deadline %s\n\n",
+	fmt.Fprintf(&b, "retries: up to %d attempts, backoff random(0, min(%v×%.6g^(n-1), %v)), deadline %s",
 		c.MaxAttempts, c.Backoff.Initial, c.Backoff.Multiplier, c.Backoff.Max, deadline)
+	return b.String()
+}
 
-	fmt.Fprintf(w, "%-13s %9s %9s %7s %10s %9s %10s %8s %9s %9s\n",
-		"policy", "requests", "attempts", "amp", "amp-outage", "goodput/s", "recovery/s", "success", "p50", "p99")
+// simTables returns the results table and the table of failed requests by
+// why retrying stopped, headings first.
+func simTables(r *sim.Report) (results, failed [][]string) {
+	results = [][]string{{"policy", "requests", "attempts", "amp", "amp-outage", "goodput/s", "recovery/s", "success", "p50", "p99"}}
+	failed = [][]string{{"policy", "attempts", "budget", "deadline"}}
 	for _, res := range r.Results {
-		fmt.Fprintf(w, "%-13s %9d %9d %6.2fx %9.2fx %9.1f %10.1f %7.1f%% %9s %9s\n",
-			res.Policy, res.Requests, res.Attempts, res.Amplification, res.OutageAmplification,
-			res.Goodput, res.RecoveryGoodput, 100*res.SuccessRate,
-			res.P50.Round(time.Millisecond), res.P99.Round(time.Millisecond))
+		results = append(results, []string{res.Policy.String(), strconv.Itoa(res.Requests), strconv.Itoa(res.Attempts),
+			fmt.Sprintf("%.2fx", res.Amplification), fmt.Sprintf("%.2fx", res.OutageAmplification),
+			fmt.Sprintf("%.1f", res.Goodput), fmt.Sprintf("%.1f", res.RecoveryGoodput), fmt.Sprintf("%.1f%%", 100*res.SuccessRate),
+			res.P50.Round(time.Millisecond).String(), res.P99.Round(time.Millisecond).String()})
+		failed = append(failed, []string{res.Policy.String(), strconv.Itoa(res.Exhausted), strconv.Itoa(res.Throttled), strconv.Itoa(res.PastDeadline)})
 	}
+	return results, failed
+}
 
+const simLegend = "amp = attempts per request; amp-outage = attempts sent during the outage per request arriving in it; " +
+	"goodput = successes per second; recovery = the same after the outage; p50/p99 = time to success."
+
+func printSimReport(w io.Writer, r *sim.Report) {
+	fmt.Fprintf(w, "%s\n\n", simScenario(r))
+	results, failed := simTables(r)
+	writeTable(w, results)
 	fmt.Fprintln(w, "\nfailed requests by why retrying stopped:")
-	fmt.Fprintf(w, "%-13s %9s %9s %9s\n", "policy", "attempts", "budget", "deadline")
-	for _, res := range r.Results {
-		fmt.Fprintf(w, "%-13s %9d %9d %9d\n", res.Policy, res.Exhausted, res.Throttled, res.PastDeadline)
-	}
-
+	writeTable(w, failed)
 	fmt.Fprintln(w, "\npolicies:")
 	for _, res := range r.Results {
-		fmt.Fprintf(w, "  %-13s %s\n", res.Policy, res.Policy.Describe(c))
+		fmt.Fprintf(w, "  %-13s %s\n", res.Policy, res.Policy.Describe(r.Config))
 	}
-	fmt.Fprintln(w, "amp = attempts per request; amp-outage = attempts sent during the outage per request arriving in it;")
-	fmt.Fprintln(w, "goodput = successes per second; recovery = the same after the outage; p50/p99 = time to success.")
-	amp := map[sim.Policy]float64{}
-	for _, res := range r.Results {
-		amp[res.Policy] = res.OutageAmplification
+	fmt.Fprintln(w, wrap(simLegend, 100))
+	fmt.Fprintf(w, "\n%s\n", wrap(strings.Join(simConclusion(r), " "), 100))
+}
+
+// simConclusion explains the results in a few sentences: which policy won
+// on success rate, on p99 time to success and on the load it added during
+// the outage, and why, from the numbers of the report. The policy that
+// makes one attempt per request, if any, is the yardstick.
+func simConclusion(r *sim.Report) []string {
+	res := r.Results
+	if len(res) == 0 {
+		return nil
+	}
+	c := r.Config
+	base := -1
+	var retrying []int
+	for i, x := range res {
+		if x.Policy == sim.NoRetries && base < 0 {
+			base = i
+		} else {
+			retrying = append(retrying, i)
+		}
+	}
+	names := func(idx []int) string {
+		var s []string
+		for _, i := range idx {
+			s = append(s, res[i].Policy.String())
+		}
+		return joinAnd(s)
+	}
+	var out []string
+
+	// Success rate: higher wins; half a point apart is a tie.
+	won := leaders(len(res), func(i int) float64 { return res[i].SuccessRate }, true, 0.005)
+	w := res[won[0]]
+	if base >= 0 && len(won) == len(res) {
+		out = append(out, fmt.Sprintf("On success rate no policy beat no-retries: all were within half a point of %.1f%%.", 100*w.SuccessRate))
+	} else {
+		s := fmt.Sprintf("On success rate %s won with %.1f%% of requests succeeding", names(won), 100*w.SuccessRate)
+		if len(won) > 1 {
+			s = fmt.Sprintf("On success rate %s tied at about %.1f%% of requests succeeding", names(won), 100*w.SuccessRate)
+		}
+		if base >= 0 && won[0] != base {
+			s += fmt.Sprintf(", against %.1f%% with no retries", 100*res[base].SuccessRate)
+		}
+		out = append(out, s+".")
+		if failed := w.Requests - w.Succeeded; failed > 0 {
+			var why []string
+			for _, f := range []struct {
+				n    int
+				what string
+			}{{w.Exhausted, "ran out of attempts"}, {w.Throttled, "had a retry refused by the budget"}, {w.PastDeadline, "reached the deadline"}} {
+				if f.n > 0 {
+					why = append(why, fmt.Sprintf("%d %s", f.n, f.what))
+				}
+			}
+			out = append(out, fmt.Sprintf("Of its %d failed requests, %s.", failed, joinAnd(why)))
+		}
+	}
+
+	// p99 time to success: lower wins; within 5% of the best is a tie.
+	p99 := func(i int) float64 { return res[i].P99.Seconds() }
+	best := p99(leaders(len(res), p99, false, 0)[0])
+	won = leaders(len(res), p99, false, best/20)
+	w = res[won[0]]
+	s := fmt.Sprintf("On p99 time to success %s won with %v", names(won), w.P99.Round(time.Millisecond))
+	if len(won) > 1 {
+		s = fmt.Sprintf("On p99 time to success %s tied at about %v", names(won), w.P99.Round(time.Millisecond))
+	}
+	slowest := slices.MaxFunc(res, func(a, b sim.Result) int { return cmpFloat(a.P99.Seconds(), b.P99.Seconds()) })
+	amp := 0.0
+	for _, i := range won {
+		amp = max(amp, res[i].Amplification)
+	}
+	if amp < 1.1 && slowest.P99 > 2*w.P99 {
+		s += fmt.Sprintf(": with at most %.2f attempts per request, nearly all %s successes came on a first attempt, "+
+			"while a request that retries rescue waits out their backoff (p99 %v for %v)",
+			amp, map[bool]string{true: "its", false: "their"}[len(won) == 1], slowest.P99.Round(time.Millisecond), slowest.Policy)
+	}
+	out = append(out, s+".")
+
+	// Load during the outage, among the policies that retry.
+	if c.OutageLength > 0 && len(retrying) > 0 {
+		idx := leaders(len(retrying), func(i int) float64 { return res[retrying[i]].OutageAmplification }, false, 0.02)
+		var won []int
+		for _, i := range idx {
+			won = append(won, retrying[i])
+		}
+		w := res[won[0]]
+		worst := res[retrying[0]]
+		for _, i := range retrying {
+			if res[i].OutageAmplification > worst.OutageAmplification {
+				worst = res[i]
+			}
+		}
+		s := fmt.Sprintf("During the outage, of the policies that retry, %s added the least load, %.2f× the attempts of one per request", names(won), w.OutageAmplification)
+		if worst.OutageAmplification-w.OutageAmplification > 0.02 {
+			s += fmt.Sprintf(", while %v multiplied the load on the server %.2f×", worst.Policy, worst.OutageAmplification)
+		}
+		if w.Throttled > 0 {
+			s += fmt.Sprintf(": its budget refused the retries of %d requests once failures had drained it", w.Throttled)
+		}
+		out = append(out, s+".")
+		if worst.Policy != w.Policy {
+			switch d := worst.SuccessRate - w.SuccessRate; {
+			case d > 0.005:
+				s := fmt.Sprintf("Holding the load down cost %.1f points of success rate (%.1f%% against %.1f%%)",
+					100*d, 100*w.SuccessRate, 100*worst.SuccessRate)
+				if w.RecoveryGoodput > 0 || worst.RecoveryGoodput > 0 {
+					s += fmt.Sprintf(", and after the outage %v completed %.1f requests/s against %.1f for %v",
+						w.Policy, w.RecoveryGoodput, worst.RecoveryGoodput, worst.Policy)
+				}
+				out = append(out, s+".")
+			default:
+				out = append(out, fmt.Sprintf("It lost nothing for it: %.1f%% of its requests succeeded against %.1f%% for %v, "+
+					"since retries sent into an outage fail too.", 100*w.SuccessRate, 100*worst.SuccessRate, worst.Policy))
+			}
+		}
+	}
+	return out
+}
+
+// simCharts returns the offered load of every policy over time and its
+// load amplification over time.
+func simCharts(r *sim.Report) []*svgplot.Chart {
+	return []*svgplot.Chart{simChart(r), ampChart(r)}
+}
+
+// ampChart draws each policy's attempts per arriving request over time,
+// with the outage shaded: 1 is no retries, and the area above it the load
+// that retries add.
+func ampChart(r *sim.Report) *svgplot.Chart {
+	c := r.Config
+	iv := r.Interval.Seconds()
+	ch := &svgplot.Chart{
+		Title:  "Load amplification over time: attempts sent per request arriving",
+		XLabel: "virtual time (s)",
+		YLabel: fmt.Sprintf("attempts per new request (%v intervals)", r.Interval),
+		Width:  960,
+		Height: 400,
+		Marks:  []svgplot.Mark{{Horizontal: true, Value: 1, Label: "1×: one attempt per request"}},
 	}
 	if c.OutageLength > 0 {
-		fmt.Fprintf(w, "\nDuring the outage, naive retries multiplied the load on the server %.2f×;\n"+
-			"the A6 throttle held it to %.2f× and the token bucket to %.2f×.\n",
-			amp[sim.Naive], amp[sim.Throttled], amp[sim.Bucket])
+		start := c.OutageStart.Seconds()
+		ch.Bands = []svgplot.Band{{From: start, To: start + c.OutageLength.Seconds(), Label: "outage"}}
 	}
+	for _, res := range r.Results {
+		s := svgplot.Series{Name: fmt.Sprintf("%v (%.2f× in outage)", res.Policy, res.OutageAmplification)}
+		for i, v := range res.Offered {
+			amp := math.NaN() // no request arrived: a gap in the line
+			if i < len(r.Arrivals) && r.Arrivals[i] > 0 {
+				amp = v / r.Arrivals[i]
+			}
+			s.Points = append(s.Points, svgplot.Point{X: (float64(i) + 0.5) * iv, Y: amp})
+		}
+		ch.Series = append(ch.Series, s)
+	}
+	return ch
 }
 
 // simChart draws the offered load of every policy over time, with the

@@ -5,12 +5,17 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rebound-go/rebound/internal/sim"
+	"github.com/rebound-go/rebound/internal/svgplot/svgcheck"
 )
 
 // simShort are flags that make sim run in milliseconds: 5 clients at 50
@@ -127,17 +132,91 @@ func TestSim(t *testing.T) {
 	for _, want := range []string{
 		"5 clients × 50 req/s = 250 req/s; server 350 req/s (35 workers × 100ms)",
 		"outage from 10s to 20s at 0% capacity",
-		"During the outage, naive retries multiplied the load on the server",
-		"wrote the offered-load chart to " + svg,
+		"On success rate ",
+		"On p99 time to success ",
+		"During the outage, of the policies that retry, a6-throttle added the least load",
+		"while naive multiplied the load on the server",
+		"wrote the charts (offered load, load amplification over time) to " + svg,
 	} {
-		if !strings.Contains(out, want) {
+		// The paragraphs are wrapped: compare words, not lines.
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 	text := parseSVG(t, svg)
-	for _, want := range []string{"no-retries", "naive", "a6-throttle", "token-bucket", "server capacity", "outage", "virtual time (s)"} {
+	for _, want := range []string{"no-retries", "naive", "a6-throttle", "token-bucket", "server capacity", "outage", "virtual time (s)",
+		"Load amplification over time", "1×: one attempt per request"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("chart lacks %q", want)
+		}
+	}
+	doc, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every policy's line shows, and the server's dashed capacity.
+	if _, err := svgcheck.Check(doc, "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#000000"); err != nil {
+		t.Errorf("chart: %v", err)
+	}
+}
+
+func TestSimHTML(t *testing.T) {
+	page := filepath.Join(t.TempDir(), "sim.html")
+	out, stderr, code := runCLI(t, simArgs("", "-html", page)...)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr: %s", code, stderr)
+	}
+	if !strings.Contains(out, "wrote the report (tables, charts, policies, conclusion) to "+page) {
+		t.Errorf("output does not name the report:\n%s", out)
+	}
+	checkReport(t, page, 3, "policy", 4, 2, "naive retries: up to 5 attempts, no budget", "During the outage", "Failed requests by why retrying stopped")
+}
+
+// simResult is a synthetic result: requests that arrived, the share that
+// succeeded, attempts per request overall and in the outage, and p99.
+func simResult(p sim.Policy, success, amp, ampOutage float64, p99 time.Duration) sim.Result {
+	r := sim.Result{Policy: p, Requests: 10000, SuccessRate: success, Amplification: amp, OutageAmplification: ampOutage, P99: p99}
+	r.Succeeded = int(math.Round(success * 10000))
+	r.Attempts = int(math.Round(amp * 10000))
+	r.Exhausted = r.Requests - r.Succeeded
+	return r
+}
+
+func TestSimConclusion(t *testing.T) {
+	r := &sim.Report{Config: sim.DefaultConfig, Results: []sim.Result{
+		simResult(sim.NoRetries, 0.666, 1, 1, 100*time.Millisecond),
+		simResult(sim.Naive, 0.698, 2.37, 4.45, 8700*time.Millisecond),
+		simResult(sim.Throttled, 0.667, 1.004, 1.01, 100*time.Millisecond),
+		simResult(sim.Bucket, 0.667, 1.06, 1.17, 102*time.Millisecond),
+	}}
+	r.Results[2].Exhausted, r.Results[2].Throttled = 0, 3330
+	r.Results[1].RecoveryGoodput, r.Results[2].RecoveryGoodput = 1085, 990
+	got := strings.Join(simConclusion(r), " ")
+	for _, want := range []string{
+		"On success rate naive won with 69.8% of requests succeeding, against 66.6% with no retries. Of its 3020 failed requests, 3020 ran out of attempts.",
+		"On p99 time to success no-retries, a6-throttle and token-bucket tied at about 100ms: with at most 1.06 attempts per request, " +
+			"nearly all their successes came on a first attempt, while a request that retries rescue waits out their backoff (p99 8.7s for naive).",
+		"During the outage, of the policies that retry, a6-throttle added the least load, 1.01× the attempts of one per request, " +
+			"while naive multiplied the load on the server 4.45×: its budget refused the retries of 3330 requests once failures had drained it.",
+		"Holding the load down cost 3.1 points of success rate (66.7% against 69.8%), and after the outage a6-throttle completed 990.0 requests/s against 1085.0 for naive.",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("conclusion lacks %q:\n%s", want, got)
+		}
+	}
+
+	// Other numbers, other winners.
+	r.Results[1] = simResult(sim.Naive, 0.669, 2.37, 4.45, 150*time.Millisecond)
+	r.Results[3] = simResult(sim.Bucket, 0.668, 1.06, 1.0, 102*time.Millisecond)
+	got = strings.Join(simConclusion(r), " ")
+	for _, want := range []string{
+		"On success rate no policy beat no-retries: all were within half a point of 66.9%.",
+		"On p99 time to success no-retries, a6-throttle and token-bucket tied at about 100ms.",
+		"During the outage, of the policies that retry, token-bucket and a6-throttle added the least load, 1.00×",
+		"It lost nothing for it: 66.8% of its requests succeeded against 66.9% for naive",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("conclusion lacks %q:\n%s", want, got)
 		}
 	}
 }
@@ -172,7 +251,7 @@ func TestSimWithoutSVG(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr: %s", code, stderr)
 	}
-	if strings.Contains(out, "wrote") {
+	if strings.Contains(out, "wrote") || strings.Contains(out, ".svg") {
 		t.Errorf("output mentions a chart:\n%s", out)
 	}
 	entries, err := os.ReadDir(".")
