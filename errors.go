@@ -35,6 +35,12 @@ var (
 	// [AdaptiveThrottle] did not send. It wraps [ErrThrottled]: no strategy
 	// retries it, and the call ends with ErrThrottled as its reason.
 	ErrRejectedLocally = fmt.Errorf("rebound: attempt rejected locally by the adaptive throttle: %w", ErrThrottled)
+	// ErrAttemptTimeout: an attempt was cut because it had not committed
+	// (received response headers, a message or its status) within the
+	// per-attempt timeout. It is carried by the attempt's error, not the
+	// reason: a call whose last attempt timed out unwraps to it whatever
+	// ended retrying (usually [ErrAttemptsExhausted]).
+	ErrAttemptTimeout = errors.New("rebound: per-attempt timeout exceeded")
 	// errInvalidToken: a token was refreshed or recorded with a strategy that
 	// did not issue it, or a second time.
 	errInvalidToken = errors.New("rebound: token was not issued by this strategy or was already used")

@@ -42,6 +42,10 @@ type MethodStats struct {
 	// RetryDelay is the total time calls spent waiting with no attempt in
 	// flight.
 	RetryDelay time.Duration
+	// AttemptTimeouts is the number of attempts cut by the per-attempt
+	// timeout (WithPerAttemptTimeout, or perAttemptRecvTimeout in the
+	// service config) before their response started.
+	AttemptTimeouts uint64
 }
 
 // Stats are retry statistics by method name, as a snapshot. The protocol

@@ -235,6 +235,13 @@ func (c *Client) policy(t *target, mc *serviceconfig.MethodConfig) *policyEntry 
 	if v, ok := t.policies.Load(mc); ok {
 		return v.(*policyEntry)
 	}
+	v, _ := t.policies.LoadOrStore(mc, c.newPolicy(t, mc))
+	return v.(*policyEntry)
+}
+
+// newPolicy makes the strategy for mc on t, for [Client.policy] to keep,
+// or for one call whose Override changed its method config.
+func (c *Client) newPolicy(t *target, mc *serviceconfig.MethodConfig) *policyEntry {
 	e := &policyEntry{err: t.err}
 	if e.err == nil {
 		e.retry, e.hedge, e.err = a6.Strategies(mc, t.throttle, c.opts.Settings())
@@ -242,8 +249,7 @@ func (c *Client) policy(t *target, mc *serviceconfig.MethodConfig) *policyEntry 
 			e.once = a6.Once(t.throttle, c.opts.Settings())
 		}
 	}
-	v, _ := t.policies.LoadOrStore(mc, e)
-	return v.(*policyEntry)
+	return e
 }
 
 // callSettings applies mc's timeout, waitForReady and message limits to a

@@ -2,6 +2,7 @@ package grpcretry
 
 import (
 	"log/slog"
+	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -85,6 +86,52 @@ func WithClock(c rebound.Clock) Option {
 // WithRandom sets the source of backoff jitter.
 func WithRandom(r rebound.Random) Option {
 	return optionFunc(func(o *options) { o.SetRandom(r) })
+}
+
+// WithPerAttemptTimeout cuts an attempt of a call under a retryPolicy that
+// has not committed within d, and retries it (gRPC core's
+// perAttemptRecvTimeout, which the service config can set too; with both,
+// the smaller applies). d must be > 0.
+//
+// The timer starts when the attempt is handed to grpc-go, after any
+// backoff, and stops when the attempt commits: on response headers, a
+// message, or a Trailers-Only status. A committed stream, however long, is
+// never cut. A unary attempt's deadline is the earlier of its start plus d
+// and the call's deadline, and goes to the server as grpc-timeout, so the
+// server drops work the client has given up on; a streaming attempt keeps
+// the call's deadline on the wire (a server would otherwise cut it at d
+// after it committed), and its timer is the client's alone, as in gRPC
+// core.
+//
+// When the timer fires, only that attempt is cancelled. The call is then
+// retried even if DEADLINE_EXCEEDED is not in retryableStatusCodes, within
+// maxAttempts, backoff, the call's deadline and the throttle, which counts
+// the attempt as a failure. When no attempt follows, the call ends with
+// DEADLINE_EXCEEDED, a message naming the per-attempt timeout, and an error
+// for which errors.Is(err, rebound.ErrAttemptTimeout) holds. gRPC core ends
+// such a call CANCELLED ("retry perAttemptRecvTimeout exceeded"); rebound
+// does not, because a deadline is what passed, and callers treat the two
+// codes differently: DEADLINE_EXCEEDED says the server was too slow, and
+// is what retry policies, dashboards and alerts expect of a slow backend,
+// while CANCELLED says the caller gave up, which code commonly ignores as
+// intended. Hedged calls are not timed: their hedgingDelay sends the next
+// attempt without cutting the first.
+func WithPerAttemptTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.SetPerAttemptTimeout(d) })
+}
+
+// WithTrustedOverrides lets the [Override] call option loosen a method's
+// policy: more attempts than the service config allows, codes it does not
+// retry, a longer per-attempt timeout, or a retry policy on a method that
+// has none (with rebound.DefaultBackoff). Without it, an override only
+// tightens, and what it asks beyond the config is held to the config and
+// logged at debug level ([WithLogger]). Give it only when every caller
+// that can set an override is trusted: an override that comes from a
+// request (a header passed on, a tenant's setting) could otherwise
+// multiply the load on a struggling backend. [WithMaxAttempts], the
+// throttle and the buffer limits hold either way.
+func WithTrustedOverrides() Option {
+	return optionFunc(func(o *options) { o.TrustedOverrides = true })
 }
 
 func buildOptions(opts []Option) options {

@@ -17,13 +17,16 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/internal/observe"
+	"github.com/rebound-go/rebound/internal/perattempt"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
 // attempt is one grpc-go stream of a call.
 type attempt struct {
 	n      int
-	cancel context.CancelFunc // hedging: ends this attempt alone
+	cancel context.CancelFunc // hedging, or with a per-attempt timeout: ends this attempt alone
+	timer  *perattempt.Timer  // the per-attempt timeout's, until the attempt commits; nil for none
+	actx   context.Context    // the attempt's own context, with a timer
 	cs     grpc.ClientStream  // nil when it could not be opened
 	err    error              // why it could not be opened
 	span   *observe.AttemptSpan
@@ -92,6 +95,13 @@ func (s *clientStream) open(n int) *attempt {
 		s.mu.Lock()
 		s.opening = append(s.opening, a)
 		s.mu.Unlock()
+	} else if s.timeout > 0 {
+		// The timer starts as the attempt is handed to grpc-go, after
+		// any backoff, and runs until the attempt commits. The call's
+		// deadline stays on the wire: the server must not cut the
+		// stream once it has committed.
+		ctx, a.timer, a.cancel = perattempt.Start(ctx, s.timeout)
+		a.actx = ctx
 	}
 	if n > 1 {
 		ctx = metadata.AppendToOutgoingContext(ctx, a6.PreviousAttemptsHeader, strconv.Itoa(n-1))
@@ -273,6 +283,7 @@ func (s *clientStream) gotHeaders(a *attempt, md metadata.MD) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a.md = md
+	a.timer.Stop() // headers commit the attempt: it is never cut after
 	if !s.done {
 		s.commitLocked(a)
 		if s.winner == a {
@@ -311,12 +322,20 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 	committed := headers || s.committed
 	tok := s.tok
 	s.mu.Unlock()
+	a.timer.Stop()
 
 	if s.parent.Err() != nil {
 		s.finish(a, err, context.Cause(s.parent))
 		return false
 	}
-	info := a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed)
+	var info rebound.RetryInfo
+	if a.timer != nil && perattempt.TimedOut(s.ctx, a.actx) {
+		// Cut by its timer: retried whatever the codes, and counted.
+		err, info = newTimeoutError(s.timeout), perattempt.Info(committed)
+		s.timeouts.Add(1)
+	} else {
+		info = a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed)
+	}
 	endAttempt(a.span, err, info, false)
 	if s.hedger != nil {
 		s.finish(a, err, s.hedgeVerdict(info))
@@ -392,6 +411,9 @@ func (s *clientStream) finish(a *attempt, err, reason error) {
 		return
 	}
 	s.done = true
+	for _, l := range s.live {
+		l.timer.Stop()
+	}
 	if a == nil {
 		a = s.current()
 	}
@@ -399,6 +421,7 @@ func (s *clientStream) finish(a *attempt, err, reason error) {
 		a = s.live[0]
 	}
 	if a != nil {
+		a.timer.Stop()
 		s.last = a
 		a.judged = true
 		endAttempt(a.span, err, rebound.RetryInfo{}, false)
@@ -430,7 +453,8 @@ func (s *clientStream) record(err, reason error) {
 	s.mu.Lock()
 	n := s.attempts
 	s.mu.Unlock()
-	call := observe.Call{Method: s.method, Target: s.target, Attempts: n, Hedged: s.hedger != nil, Throttled: s.throttled.Load()}
+	call := observe.Call{Method: s.method, Target: s.target, Attempts: n, Hedged: s.hedger != nil, Throttled: s.throttled.Load(),
+		AttemptTimeouts: int(s.timeouts.Load())}
 	switch {
 	case err == io.EOF:
 		call.FailedLater = max(n-2, 0)

@@ -12,8 +12,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/grpcretry/distinct"
 	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/internal/observe"
+	"github.com/rebound-go/rebound/internal/perattempt"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -42,8 +44,12 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	if c.opts.adaptiveThrottle != nil {
 		invoker = gatedInvoker(c.target(cc).gate, invoker)
 	}
-	n := attemptsOut(opts)
-	mc := c.cfg.MethodConfig(method)
+	n, ov, opts := callOptions(opts)
+	cp, err := c.resolve(ctx, method, cc, ov)
+	if err != nil {
+		return err
+	}
+	mc := cp.mc
 	ctx, cancel, opts := callSettings(ctx, mc, opts)
 	defer cancel()
 	if c.opts.Disabled || mc == nil || (mc.RetryPolicy == nil && mc.HedgingPolicy == nil) {
@@ -56,7 +62,7 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	t := c.target(cc)
-	p := c.policy(t, mc)
+	p := c.policyFor(t, cp)
 	if p.err != nil {
 		return status.Error(codes.Internal, "grpcretry: "+method+": "+p.err.Error())
 	}
@@ -78,19 +84,24 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	var (
 		strategy *rebound.Retrier
 		codes    serviceconfig.CodeSet
+		timeout  time.Duration
 	)
 	if p.hedge != nil {
 		strategy, codes = p.once, mc.HedgingPolicy.NonFatalStatusCodes
 	} else {
-		strategy, codes = p.retry, mc.RetryPolicy.RetryableStatusCodes
+		strategy, codes, timeout = p.retry, mc.RetryPolicy.RetryableStatusCodes, cp.timeout
 	}
 	opts, onFinish := splitOnFinish(opts)
 	md := new(attemptMD)
-	u := unaryCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, md: md, codes: codes, c: c, tr: tr, unbuffered: !fits, span: span}
+	u := unaryCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, md: md, codes: codes, c: c, tr: tr, unbuffered: !fits, span: span, timeout: timeout}
 	u.opts = append(md.buf[:0], opts...)
 	u.opts = append(u.opts, grpc.Header(&md.header), grpc.Trailer(&md.trailer))
+	// Under rebound_distinct, the call's attempts go to distinct
+	// backends; the context that records them lives in md, at no
+	// further allocation.
+	md.dctx.Context = ctx
 	call := observe.Traced[struct{}](&d, span)
-	_, err := call.Retry(ctx, strategy, u.attempt)
+	_, err = call.Retry(&md.dctx, strategy, u.attempt)
 	if n != nil {
 		*n = u.attempts
 	}
@@ -173,6 +184,7 @@ type unaryCall struct {
 	tr         *observe.Tracker  // made at the first failure, or up front with metrics on
 	unbuffered bool              // the request did not fit the buffer: committed from the start
 	span       *observe.CallSpan // nil unless the client traces
+	timeout    time.Duration     // per attempt, until it commits; 0 for none
 
 	attempts int
 	last     error // the last attempt's status error
@@ -183,6 +195,7 @@ type unaryCall struct {
 type attemptMD struct {
 	header, trailer metadata.MD
 	buf             [6]grpc.CallOption
+	dctx            distinct.Context // the call's context, with the backends its attempts used
 }
 
 // attempt makes one attempt of a retried call.
@@ -197,16 +210,25 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	}
 	u.md.header, u.md.trailer = nil, nil
 	ctx, as := startAttempt(ctx, u.span, u.attempts)
-	err := u.invoker(ctx, u.method, u.req, u.reply, u.cc, u.opts...)
+	actx, cancel := perattempt.WithDeadline(ctx, u.timeout)
+	err := u.invoker(actx, u.method, u.req, u.reply, u.cc, u.opts...)
+	timedOut := err != nil && u.timeout > 0 && perattempt.TimedOut(ctx, actx)
+	cancel()
 	if err == nil {
 		endAttempt(as, nil, rebound.RetryInfo{}, false)
 		return struct{}{}, nil
 	}
-	u.last = err
-	retryable := u.codes.Has(serviceconfig.Code(status.Code(err)))
 	// Headers before the status mean the response had started: A6
 	// commits the call (trailers-only responses leave header nil).
-	info := a6.Info(retryable, u.md.trailer[a6.PushbackHeader], u.md.header != nil || u.unbuffered)
+	committed := u.md.header != nil || u.unbuffered
+	var info rebound.RetryInfo
+	if timedOut {
+		err, info = newTimeoutError(u.timeout), perattempt.Info(committed)
+	} else {
+		retryable := u.codes.Has(serviceconfig.Code(status.Code(err)))
+		info = a6.Info(retryable, u.md.trailer[a6.PushbackHeader], committed)
+	}
+	u.last = err
 	if u.md.header != nil {
 		as.Committed(whyHeaders)
 	}
@@ -214,6 +236,9 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	if u.tr == nil {
 		u.tr = new(observe.Tracker)
 		u.tr.Start(time.Time{})
+	}
+	if timedOut {
+		u.tr.TimedOut()
 	}
 	u.tr.Failed(u.attempts, info, u.c.now())
 	return struct{}{}, rebound.Mark(err, info)

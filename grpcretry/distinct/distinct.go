@@ -9,7 +9,9 @@
 // that the child has itself handed out and that the call has not used. When
 // the call has used them all, the child's choice stands. A call is tracked
 // only when its context carries a [Call]; grpcretry puts one in the context
-// of every hedged call, so that its hedges spread out. Other calls go to the
+// of every call under a retry or hedging policy, so that its hedges spread
+// out and its retries go to a backend that has not failed it yet (as
+// Envoy's previous_hosts retry predicate does). Other calls go to the
 // child's choice untouched.
 //
 // Select the policy in the service config, naming the child policy (the
@@ -50,6 +52,7 @@ func init() { balancer.Register(builder{}) }
 type Call struct {
 	mu    sync.Mutex
 	addrs []string
+	buf   [3]string // the first picks, without an allocation
 }
 
 // Addresses returns the addresses picked for the call's attempts so far,
@@ -71,6 +74,23 @@ func NewContext(ctx context.Context, c *Call) context.Context {
 		return ctx
 	}
 	return context.WithValue(ctx, callKey{}, c)
+}
+
+// Context is a context that carries the Call it holds, as
+// [NewContext]'s does, for a caller that keeps both in one value it has
+// already allocated: set Context, and pass a pointer to the Context.
+type Context struct {
+	context.Context
+	Call Call
+}
+
+// Value returns the Call for the policy's key, and otherwise asks the
+// embedded context.
+func (c *Context) Value(key any) any {
+	if key == (callKey{}) {
+		return &c.Call
+	}
+	return c.Context.Value(key)
 }
 
 // FromContext returns the Call in ctx, or nil if there is none.
@@ -318,6 +338,9 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	}
 	call.mu.Lock()
 	defer call.mu.Unlock()
+	if call.addrs == nil {
+		call.addrs = call.buf[:0]
+	}
 	if call.usedLocked(cand.addr) {
 		if j := p.unusedLocked(call); j >= 0 {
 			if res.Done != nil {

@@ -27,6 +27,7 @@ const (
 	RetryDelayName         = "grpc.client.call.retry_delay"
 	ThrottledName          = "grpc.client.call.retries_throttled"
 	PushbackStoppedName    = "grpc.client.call.retries_pushback_stopped"
+	AttemptTimeoutsName    = "grpc.client.call.attempt_timeouts"
 )
 
 // Instrument names for HTTP requests: the same instruments, named in the
@@ -38,6 +39,7 @@ const (
 	HTTPRetryDelayName      = "http.client.request.retry_delay"
 	HTTPThrottledName       = "http.client.request.retries_throttled"
 	HTTPPushbackStoppedName = "http.client.request.retries_pushback_stopped"
+	HTTPAttemptTimeoutsName = "http.client.request.attempt_timeouts"
 )
 
 // Attribute keys of A66.
@@ -115,6 +117,8 @@ type Call struct {
 	// Throttled says the budget refused a retry or hedge, even if the
 	// call went on to succeed with the attempts already sent.
 	Throttled bool
+	// AttemptTimeouts counts the attempts cut by the per-attempt timeout.
+	AttemptTimeouts int
 	// Reason is why retrying stopped, nil after a success.
 	Reason error
 }
@@ -143,6 +147,7 @@ type instruments struct {
 	retries, transparent, hedges metric.Int64Histogram
 	delay                        metric.Float64Histogram
 	throttled, pushback          metric.Int64Counter
+	timeouts                     metric.Int64Counter
 }
 
 // New returns a Recorder of proto's instruments. mp and logger may be nil;
@@ -179,7 +184,14 @@ func New(mp metric.MeterProvider, logger *slog.Logger, scope string, proto Proto
 			metric.WithDescription("Number of transparent retries during the client call. If there were no transparent retries, 0 is not reported."),
 			metric.WithExplicitBucketBoundaries(transparentBuckets...))
 	}
-	if err := errors.Join(errs[:]...); err != nil {
+	timeoutsName := AttemptTimeoutsName
+	if proto == HTTP {
+		timeoutsName = HTTPAttemptTimeoutsName
+	}
+	var terr error
+	in.timeouts, terr = m.Int64Counter(timeoutsName, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Number of attempts cut by the per-attempt timeout before their response started."))
+	if err := errors.Join(append(errs[:], terr)...); err != nil {
 		return nil, fmt.Errorf("creating instruments: %w", err)
 	}
 	r.inst = &in
@@ -189,6 +201,7 @@ func New(mp metric.MeterProvider, logger *slog.Logger, scope string, proto Proto
 // counters are one method's statistics.
 type counters struct {
 	calls, transparent, throttled, stops, pushbacks atomic.Uint64
+	timeouts                                        atomic.Uint64
 	delay                                           atomic.Int64
 	retries, hedges                                 attemptCounters
 }
@@ -255,7 +268,10 @@ func (r *Recorder) End(ctx context.Context, c *Call) {
 	if c.Delay > 0 {
 		m.delay.Add(int64(c.Delay))
 	}
-	if r.inst == nil || (later == 0 && c.Transparent == 0 && c.Delay == 0 && !throttled && !stopped) {
+	if c.AttemptTimeouts > 0 {
+		m.timeouts.Add(uint64(c.AttemptTimeouts))
+	}
+	if r.inst == nil || (later == 0 && c.Transparent == 0 && c.Delay == 0 && !throttled && !stopped && c.AttemptTimeouts == 0) {
 		return
 	}
 	attrs := r.attributes(c)
@@ -274,6 +290,9 @@ func (r *Recorder) End(ctx context.Context, c *Call) {
 	}
 	if stopped {
 		r.inst.pushback.Add(ctx, 1, attrs)
+	}
+	if c.AttemptTimeouts > 0 {
+		r.inst.timeouts.Add(ctx, int64(c.AttemptTimeouts), attrs)
 	}
 }
 
@@ -310,6 +329,7 @@ func (r *Recorder) Stats() rebound.Stats {
 			PushbackStops:      c.stops.Load(),
 			Pushbacks:          c.pushbacks.Load(),
 			RetryDelay:         time.Duration(c.delay.Load()),
+			AttemptTimeouts:    c.timeouts.Load(),
 		}
 		return true
 	})
@@ -370,9 +390,12 @@ func (d *Decisions) Retry(attempt int, err error, delay time.Duration) {
 		return
 	}
 	attrs := []slog.Attr{slog.Int("attempt", attempt), slog.Duration("delay", delay), slog.String("error", err.Error())}
-	if info := rebound.Classify(err); info.HasRetryAfter {
+	switch info := rebound.Classify(err); {
+	case errors.Is(err, rebound.ErrAttemptTimeout):
+		d.logf("rebound: per-attempt timeout, retry scheduled", attrs...)
+	case info.HasRetryAfter:
 		d.logf("rebound: retry scheduled, obeying server pushback", attrs...)
-	} else {
+	default:
 		d.logf("rebound: retry scheduled", attrs...)
 	}
 }
@@ -399,6 +422,9 @@ func (d *Decisions) GaveUp(attempts int, err, reason error) {
 	attrs := []slog.Attr{slog.Int("attempts", attempts), slog.String("reason", reasonText(reason))}
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
+		if errors.Is(err, rebound.ErrAttemptTimeout) {
+			attrs = append(attrs, slog.Bool("attempt_timeout", true))
+		}
 	}
 	msg := "rebound: gave up"
 	switch {
@@ -439,6 +465,7 @@ type Tracker struct {
 	delay        time.Duration
 	lastFail     time.Time
 	lastPushback bool // the last failure carried a pushback delay
+	timeouts     int  // attempts cut by the per-attempt timeout
 }
 
 // Start notes an attempt starting at now (a zero now skips the delay
@@ -468,6 +495,13 @@ func (t *Tracker) Failed(attempt int, info rebound.RetryInfo, now time.Time) {
 	t.lastFail = now
 }
 
+// TimedOut notes an attempt cut by the per-attempt timeout.
+func (t *Tracker) TimedOut() {
+	t.mu.Lock()
+	t.timeouts++
+	t.mu.Unlock()
+}
+
 // Throttled notes that the budget refused a hedge.
 func (t *Tracker) Throttled() {
 	t.mu.Lock()
@@ -494,7 +528,7 @@ func (t *Tracker) Call(method, target string, hedged bool, reason error) Call {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return Call{Method: method, Target: target, Attempts: t.attempts, Hedged: hedged, FailedLater: t.failed,
-		Transparent: t.transparent, Delay: t.delay, Pushbacks: t.pushbacks, Throttled: t.throttled, Reason: reason}
+		Transparent: t.transparent, Delay: t.delay, Pushbacks: t.pushbacks, Throttled: t.throttled, AttemptTimeouts: t.timeouts, Reason: reason}
 }
 
 // Reason returns why retrying stopped, from a loop's error: the

@@ -1,0 +1,73 @@
+package grpcretry
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/override"
+	"github.com/rebound-go/rebound/internal/perattempt"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+// callPolicy is the policy of one call: its method config, and the
+// per-attempt timeout, once the call's Override applied.
+type callPolicy struct {
+	mc      *serviceconfig.MethodConfig
+	timeout time.Duration
+	fresh   bool // mc is the call's own: its strategy must not be kept
+}
+
+// resolve returns the policy of a call of method on cc that carries ov
+// (nil for none). A clamped override is logged.
+func (c *Client) resolve(ctx context.Context, method string, cc *grpc.ClientConn, ov *rebound.Override) (callPolicy, error) {
+	mc := c.cfg.MethodConfig(method)
+	if ov == nil {
+		return callPolicy{mc: mc, timeout: c.opts.Timeout(mc)}, nil
+	}
+	if err := override.Validate(*ov); err != nil {
+		return callPolicy{}, status.Error(codes.InvalidArgument, "grpcretry: "+err.Error())
+	}
+	omc, timeout, clamped := c.opts.Override(mc, *ov)
+	if len(clamped) > 0 {
+		c.rec.Log(ctx, "rebound: override clamped to the service config", method, c.target(cc).uri,
+			slog.Any("fields", clamped), slog.Bool("trusted", c.opts.TrustedOverrides))
+	}
+	return callPolicy{mc: omc, timeout: timeout, fresh: omc != mc}, nil
+}
+
+// policyFor returns the strategy of a call's policy on t.
+func (c *Client) policyFor(t *target, cp callPolicy) *policyEntry {
+	if cp.fresh {
+		return c.newPolicy(t, cp.mc)
+	}
+	return c.policy(t, cp.mc)
+}
+
+// timeoutError is the status of an attempt cut by its per-attempt timeout:
+// DEADLINE_EXCEEDED, with a message naming the timeout. errors.Is finds
+// rebound.ErrAttemptTimeout through it.
+type timeoutError struct {
+	err *perattempt.Error
+}
+
+func newTimeoutError(d time.Duration) error {
+	return &timeoutError{perattempt.NewError("grpcretry", d)}
+}
+
+// Error returns the text grpc-go gives a status error.
+func (e *timeoutError) Error() string { return e.GRPCStatus().Err().Error() }
+
+// GRPCStatus returns DEADLINE_EXCEEDED with the timeout's message.
+func (e *timeoutError) GRPCStatus() *status.Status {
+	return status.New(codes.DeadlineExceeded, e.err.Msg)
+}
+
+// Unwrap returns the attempt error, which unwraps to
+// rebound.ErrAttemptTimeout.
+func (e *timeoutError) Unwrap() error { return e.err }
