@@ -33,6 +33,14 @@ func TestAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The only exported variables are error sentinels, for errors.Is: a
+	// default or a setting is a constant or a function, so that no package
+	// can change it for every other.
+	for _, line := range strings.Split(string(got), "\n") {
+		if _, decl, ok := strings.Cut(line, ", var "); ok && !strings.HasSuffix(decl, " error") {
+			t.Errorf("%s: an exported variable that is not an error sentinel; make it a constant or a function", line)
+		}
+	}
 	if *updateAPI {
 		if err := os.WriteFile(apiFile, got, 0o644); err != nil {
 			t.Fatal(err)
