@@ -436,17 +436,28 @@ func runPolicy(ctx context.Context, c demoConfig, p policy) (*outcome, error) {
 
 	// An open workload: calls start at a fixed rate whatever the server
 	// does, as real traffic would, so a fast-failing outage does not turn
-	// into a flood of calls.
+	// into a flood of calls. Call i is due at i/rate; one that comes due
+	// while the machine is busy starts late rather than not at all, so
+	// every policy makes the same calls.
 	o := &outcome{pol: p, slice: slice}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	interval := time.Second / time.Duration(c.rate)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
+	n := int(c.duration * time.Duration(c.rate) / time.Second)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	start := time.Now()
-	end := start.Add(c.duration)
-	for now := start; now.Before(end); {
-		inOutage := c.outage > 0 && now.Sub(start) >= outFrom && now.Sub(start) < outTo
+calls:
+	for i := range n {
+		at := time.Duration(i) * time.Second / time.Duration(c.rate)
+		if d := time.Until(start.Add(at)); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				break calls
+			}
+		}
+		inOutage := c.outage > 0 && at >= outFrom && at < outTo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -455,11 +466,6 @@ func runPolicy(ctx context.Context, c demoConfig, p policy) (*outcome, error) {
 			defer mu.Unlock()
 			o.add(r, inOutage)
 		}()
-		select {
-		case now = <-tick.C:
-		case <-ctx.Done():
-			now = end
-		}
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -635,19 +641,23 @@ func demoConclusion(c demoConfig, results []*outcome) []string {
 		}
 		out = append(out, s+".")
 		if failed := w.calls - w.ok; failed > 0 {
-			why := []string{}
-			if w.failedInOutage > 0 {
-				why = append(why, fmt.Sprintf("%d started during the %v outage", w.failedInOutage, c.outage))
-			}
+			// Why retrying stopped is one reason per call; when the call
+			// started is another view of the same calls.
+			var why []string
 			if w.throttled > 0 {
 				why = append(why, fmt.Sprintf("%d had a retry or hedge refused by the throttle", w.throttled))
 			}
 			if w.pushback > 0 {
 				why = append(why, fmt.Sprintf("%d were told to stop by the server", w.pushback))
 			}
-			if len(why) > 0 {
-				out = append(out, fmt.Sprintf("Of its %d failed calls, %s.", failed, joinAnd(why)))
+			if rest := failed - w.throttled - w.pushback; rest > 0 {
+				why = append(why, fmt.Sprintf("%d ran out of attempts or time", rest))
 			}
+			s := fmt.Sprintf("Of its %d failed calls, %s", failed, joinAnd(why))
+			if w.failedInOutage > 0 {
+				s += fmt.Sprintf("; %d of the %d started during the %v outage", w.failedInOutage, failed, c.outage)
+			}
+			out = append(out, s+".")
 		}
 	}
 

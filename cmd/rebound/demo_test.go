@@ -44,6 +44,17 @@ func TestDemoExplains(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// Every policy makes the same calls: 200/s for 400ms, however busy
+	// the machine.
+	rows := regexp.MustCompile(`(?m)^(no retries|A6 retry|retry \+ throttling|hedging \(20ms\)|adaptive hedging) +(\d+) `).FindAllStringSubmatch(out, -1)
+	if len(rows) != 5 {
+		t.Fatalf("%d policy rows, want 5:\n%s", len(rows), out)
+	}
+	for _, r := range rows {
+		if r[2] != "80" {
+			t.Errorf("%s made %s calls, want 80", r[1], r[2])
+		}
+	}
 	delay := regexp.MustCompile(`adaptive hedging (settled on a hedging delay of \d+\.\dms \(the median of the \d+ hedge timers|kept the configured hedging delay, 20ms)`)
 	if !delay.MatchString(strings.Join(strings.Fields(out), " ")) {
 		t.Errorf("output does not say which hedging delay adaptive hedging used:\n%s", out)
@@ -168,7 +179,7 @@ func TestDemoConclusion(t *testing.T) {
 	got := strings.Join(demoConclusion(c, []*outcome{none, retry, throttled, hedge}), " ")
 	for _, want := range []string{
 		"On success rate A6 retry won with 87.0% of calls succeeding, against 76.0% with no retries: A6 retry retries a failed attempt",
-		"Of its 130 failed calls, 110 started during the 600ms outage and 20 were told to stop by the server.",
+		"Of its 130 failed calls, 20 were told to stop by the server and 110 ran out of attempts or time; 110 of the 130 started during the 600ms outage.",
 		"On p99 latency hedging (20ms) won with 22.0ms, against 150.0ms with no retries: 3% of attempts stall for 150ms",
 		"hedging (20ms) sends another attempt when one has not answered in 20ms (here 20.0ms).",
 		"Of the policies that retry or hedge, retry + throttling added the least load, 0.080 extra attempts per call against 0.500 for A6 retry: " +
