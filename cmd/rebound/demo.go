@@ -324,8 +324,8 @@ func pushbackNote(c demoConfig, results []*outcome) string {
 		same = fmt.Sprintf("from %d to %d across the policies that retry or hedge", lo, hi)
 	}
 	return fmt.Sprintf("Pushback is %s: outside the outage the server tells %.1f%% of attempts to stop "+
-		"(%.0f%% UNAVAILABLE × %.0f%% with pushback × half of those saying -1), each policy obeys it, and the seeded "+
-		"server draws the same faults for every policy. It counts the server's answers, not a policy's choice; "+
+		"(%.0f%% UNAVAILABLE × %.0f%% with pushback × half of those saying -1), each policy obeys it, and each "+
+		"policy's server draws its faults from the same seeded sequence. It counts the server's answers, not a policy's choice; "+
 		"with no retries there is nothing to stop.", same, 100*stopShare, 100*c.errorRate, 100*c.pushbackRate)
 }
 
