@@ -76,6 +76,9 @@ type event struct {
 	kind eventKind
 	ok   bool  // for answer: the attempt succeeded
 	req  int32 // index in engine.arr and engine.reqs
+	// pushback is the shedder's answer to a refused attempt: 0 for none,
+	// a delay, or -1 for stop.
+	pushback time.Duration
 }
 
 // eventQueue is a min-heap of events by (at, seq), for container/heap.
@@ -149,6 +152,7 @@ type engine struct {
 	events    int
 	maxEvents int
 	deadline  deadlineCtx
+	fleet     fleet
 
 	res                           Result
 	latencies                     []time.Duration
@@ -169,6 +173,11 @@ func newEngine(c Config, p Policy, arr []arrival, interval time.Duration, maxEve
 		deadline:  deadlineCtx{Context: context.Background()},
 	}
 	e.degraded = int(float64(e.workers) * c.OutageCapacity)
+	f, err := newFleet(c, p)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %v: %w", p, err)
+	}
+	e.fleet = f
 	jitter := rand.New(rand.NewPCG(c.Seed, streamJitter))
 	opts := []rebound.Option{rebound.WithClock(virtualClock{e}), rebound.WithRandom(jitter)}
 	e.clients = make([]rebound.Strategy, c.Clients)
@@ -189,7 +198,7 @@ func strategy(c Config, p Policy, opts []rebound.Option) (rebound.Strategy, erro
 	case NoRetries:
 		rp.MaxAttempts = 1
 		return rebound.NewRetrier(rp, opts...)
-	case Naive:
+	case Naive, Adaptive, Shed, ShedAdaptive:
 		return rebound.NewRetrier(rp, opts...)
 	case Throttled:
 		t, err := rebound.NewThrottle(c.Throttle)
@@ -235,7 +244,7 @@ func (e *engine) run(ctx context.Context) (Result, error) {
 			if ev.kind == sendAttempt {
 				e.send(ev.req)
 			} else {
-				err = e.answer(ev.req, ev.ok)
+				err = e.answer(ev.req, ev.ok, ev.pushback)
 			}
 		}
 		if err != nil {
@@ -274,6 +283,14 @@ func (e *engine) arrive(r int32) error {
 // send makes an attempt: the server serves it if a worker is free, and
 // refuses it otherwise.
 func (e *engine) send(r int32) {
+	if !e.fleet.allow(e.arr[r].client, epoch.Add(e.now)) {
+		// The client's adaptive throttle keeps the attempt home, which
+		// ends the request (rebound.ErrRejectedLocally).
+		e.res.RejectedLocally++
+		e.res.Throttled++
+		e.reqs[r].tok = nil
+		return
+	}
 	e.res.Attempts++
 	if e.now < e.c.Duration {
 		e.offered[e.now/e.interval]++
@@ -285,17 +302,21 @@ func (e *engine) send(r int32) {
 	}
 	if e.busy < limit {
 		e.busy++
+		e.fleet.admitted(epoch.Add(e.now))
 		e.schedule(e.now+e.c.Latency, answer, true, r)
 		return
 	}
-	e.schedule(e.now+refusalDelay, answer, false, r)
+	e.seq++
+	heap.Push(&e.queue, event{at: e.now + refusalDelay, seq: e.seq, kind: answer, req: r,
+		pushback: e.fleet.pushback(e.c, epoch.Add(e.now), limit)})
 }
 
-func (e *engine) answer(r int32, ok bool) error {
+func (e *engine) answer(r int32, ok bool, pushback time.Duration) error {
 	a, req := e.arr[r], &e.reqs[r]
 	s := e.clients[a.client]
 	if ok {
 		e.busy--
+		e.fleet.accepted(a.client, epoch.Add(e.now))
 		if err := s.RecordSuccess(req.tok); err != nil {
 			return fmt.Errorf("%w: %v", errUnexpected, err)
 		}
@@ -316,7 +337,7 @@ func (e *engine) answer(r int32, ok bool) error {
 		e.deadline.deadline = epoch.Add(a.at + e.c.Deadline)
 		ctx = &e.deadline
 	}
-	next, err := s.RefreshToken(ctx, req.tok, errRefused)
+	next, err := s.RefreshToken(ctx, req.tok, refusal(pushback))
 	req.tok = next
 	switch {
 	case err == nil && next != nil:
@@ -327,6 +348,8 @@ func (e *engine) answer(r int32, ok bool) error {
 		e.res.Throttled++
 	case errors.Is(err, rebound.ErrDeadline):
 		e.res.PastDeadline++
+	case errors.Is(err, rebound.ErrPushback):
+		e.res.PushedBack++
 	default:
 		return fmt.Errorf("%w: %v", errUnexpected, err)
 	}

@@ -29,8 +29,20 @@
 //
 // The policies, see [Policy], are: no retries; naive retries (up to
 // MaxAttempts, no budget); A6 retryPolicy with a per-client
-// [rebound.Throttle]; and the Smithy standard strategy with a per-client
-// [rebound.TokenBucket].
+// [rebound.Throttle]; the Smithy standard strategy with a per-client
+// [rebound.TokenBucket]; A6 retryPolicy behind a per-client
+// [rebound.AdaptiveThrottle]; the server's shedder with pushback (package
+// shed), obeyed by A6 retryPolicy; and both.
+//
+// With the shedder, a refused attempt carries the pushback of package
+// shed's rule (shared with it through internal/shedrule): a delay, or
+// "don't retry" once more than [Config.RetryShare] of the last second's
+// attempts were refused. The model gives the shedder the limit its
+// adaptive limiter converges to, the number of workers serving, rather
+// than simulating the latency the limiter learns it from. A full outage is
+// then a server that still answers, as one whose database is down does; a
+// server whose process is gone gives no pushback, and only the client-side
+// policies remain.
 //
 // Load amplification is attempts sent per new request; during the outage it
 // is the attempts sent within the window per request that arrived in it.
@@ -110,6 +122,14 @@ type Config struct {
 	Throttle rebound.ThrottleConfig
 	// Bucket configures each client's token bucket.
 	Bucket rebound.TokenBucketConfig
+	// Adaptive configures each client's adaptive throttle (policies
+	// [Adaptive] and [ShedAdaptive]); zero fields mean the SRE book's
+	// defaults, K 2 and a 2-minute window.
+	Adaptive rebound.AdaptiveThrottleConfig
+	// RetryShare is the share of recent attempts the server's shedder
+	// (policies [Shed] and [ShedAdaptive]) may refuse and still invite a
+	// retry, as shed.Config.RetryShare, in [0, 1).
+	RetryShare float64
 }
 
 // DefaultConfig is the default scenario: 50 clients at 20 requests per
@@ -132,6 +152,7 @@ var DefaultConfig = Config{
 	Deadline:       10 * time.Second,
 	Throttle:       rebound.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1},
 	Bucket:         rebound.DefaultTokenBucket(),
+	RetryShare:     0.1,
 }
 
 // FieldError reports an invalid [Config] field.
@@ -203,6 +224,12 @@ func (c Config) Validate() error {
 		return fieldErr("Bucket.TimeoutCost", "must be in [1, 1e9], got %d", c.Bucket.TimeoutCost)
 	case c.Bucket.SuccessRefund < 0 || c.Bucket.SuccessRefund > 1e9:
 		return fieldErr("Bucket.SuccessRefund", "must be in [0, 1e9], got %d", c.Bucket.SuccessRefund)
+	case c.Adaptive.K != 0 && !(c.Adaptive.K >= 1 && c.Adaptive.K <= 1000):
+		return fieldErr("Adaptive.K", "must be in [1, 1000] (0 for 2), got %v", c.Adaptive.K)
+	case c.Adaptive.Window != 0 && (c.Adaptive.Window < time.Second || c.Adaptive.Window > 24*time.Hour):
+		return fieldErr("Adaptive.Window", "must be in [1s, 24h] (0 for 2m), got %v", c.Adaptive.Window)
+	case !(c.RetryShare >= 0 && c.RetryShare < 1):
+		return fieldErr("RetryShare", "must be in [0, 1), got %v", c.RetryShare)
 	}
 	return nil
 }
@@ -229,10 +256,20 @@ const (
 	// Bucket is the Smithy standard strategy ([rebound.Standard]) with
 	// each client's own [rebound.TokenBucket].
 	Bucket
+	// Adaptive is A6's retryPolicy without a budget, behind each
+	// client's own [rebound.AdaptiveThrottle], which every attempt asks,
+	// the first included.
+	Adaptive
+	// Shed puts the server's shedder (package shed) in front: a refused
+	// attempt carries its pushback, a delay or "don't retry". Clients run
+	// A6's retryPolicy without a budget, and obey the pushback.
+	Shed
+	// ShedAdaptive is Shed with each client's adaptive throttle too.
+	ShedAdaptive
 )
 
 // Policies lists every policy in the order [Run] reports them.
-var Policies = [...]Policy{NoRetries, Naive, Throttled, Bucket}
+var Policies = [...]Policy{NoRetries, Naive, Throttled, Bucket, Adaptive, Shed, ShedAdaptive}
 
 // String returns a short name without spaces: "no-retries", "naive",
 // "a6-throttle" or "token-bucket".
@@ -246,6 +283,12 @@ func (p Policy) String() string {
 		return "a6-throttle"
 	case Bucket:
 		return "token-bucket"
+	case Adaptive:
+		return "adaptive"
+	case Shed:
+		return "shed"
+	case ShedAdaptive:
+		return "shed+adaptive"
 	}
 	return fmt.Sprintf("Policy(%d)", int(p))
 }
@@ -263,6 +306,14 @@ func (p Policy) Describe(c Config) string {
 	case Bucket:
 		return fmt.Sprintf("token bucket per client (standard): %d tokens, retry costs %d, success refunds %d, up to %d attempts",
 			c.Bucket.Capacity, c.Bucket.RetryCost, c.Bucket.SuccessRefund, c.MaxAttempts)
+	case Adaptive:
+		return fmt.Sprintf("adaptive throttle per client (SRE book): K %v, window %v, every attempt; up to %d attempts, no budget",
+			adaptiveK(c), adaptiveWindow(c), c.MaxAttempts)
+	case Shed:
+		return fmt.Sprintf("server sheds with pushback (package shed): retries invited while at most %v of the last second was shed, else \"don't retry\"; clients: up to %d attempts, no budget",
+			c.RetryShare, c.MaxAttempts)
+	case ShedAdaptive:
+		return fmt.Sprintf("server sheds with pushback, and each client has an adaptive throttle (K %v, window %v)", adaptiveK(c), adaptiveWindow(c))
 	}
 	return p.String()
 }
@@ -280,10 +331,14 @@ type Result struct {
 	OutageRequests, OutageAttempts int
 	// Succeeded is the number of requests that succeeded.
 	Succeeded int
-	// Exhausted, Throttled and PastDeadline count the failed requests by
-	// why retrying stopped: attempts exhausted, budget refused, or the
-	// next attempt would have passed the deadline.
-	Exhausted, Throttled, PastDeadline int
+	// Exhausted, Throttled, PastDeadline and PushedBack count the failed
+	// requests by why retrying stopped: attempts exhausted, budget or
+	// adaptive throttle refused, the next attempt would have passed the
+	// deadline, or the server's pushback said not to retry.
+	Exhausted, Throttled, PastDeadline, PushedBack int
+	// RejectedLocally counts the attempts an adaptive throttle kept home;
+	// they are not in Attempts. Each ended its request, as Throttled.
+	RejectedLocally int
 	// Amplification is Attempts / Requests; OutageAmplification is
 	// OutageAttempts / OutageRequests (0 without outage requests).
 	Amplification, OutageAmplification float64
