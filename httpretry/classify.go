@@ -63,9 +63,12 @@ func (e *statusError) discard(ctx context.Context) {
 // *statusError saying whether it may be retried. A status below 500 that is
 // not retryable is a success; one of 500 or above fails without a retry, so
 // that a server error does not refill the budget.
-func (t *Transport) checkResponse(resp *http.Response, idempotent bool) error {
+func (t *Transport) checkResponse(resp *http.Response, idempotent bool, retryable *statusSet) error {
 	code := resp.StatusCode
-	if !t.cfg.status.has(code) {
+	if retryable == nil {
+		retryable = &t.cfg.status
+	}
+	if !retryable.has(code) {
 		if code < 500 {
 			return nil
 		}

@@ -55,10 +55,14 @@ type config struct {
 	random        rebound.Random
 	maxBuffered   int64
 	meters        metric.MeterProvider
-	logger        *slog.Logger
+	// attemptTimeout is WithPerAttemptTimeout's, 0 for none;
+	// trustedOverrides is WithTrustedOverrides.
+	attemptTimeout   time.Duration
+	trustedOverrides bool
+	logger           *slog.Logger
 	// adaptiveThrottle is WithAdaptiveThrottle's config; nil when off.
 	adaptiveThrottle *rebound.AdaptiveThrottleConfig
-	tracer        trace.TracerProvider
+	tracer           trace.TracerProvider
 
 	// set records which options configure the built-in strategy, to reject
 	// them next to WithStrategy.
@@ -305,6 +309,45 @@ func WithLogger(l *slog.Logger) Option {
 		}
 		c.logger = l
 	})
+}
+
+// WithPerAttemptTimeout cuts an attempt that has not received its response
+// headers within d of being sent, and retries it, within the attempts, the
+// backoff, the budget (which counts the attempt as a failed timeout) and
+// the request context's deadline. d must be > 0.
+//
+// The timer runs from handing the request to the base RoundTripper until
+// its response headers arrive; reading the body is never cut. The attempt
+// is cancelled alone, through a context of its own; the request's
+// deadline, if any, still bounds every attempt. A request that may have
+// reached the server (its request was written, as net/http's
+// httptrace.WroteRequest reports) is retried only when it is idempotent
+// ([WithIdempotent]); one cut before it was written is retried whatever
+// its method. When no attempt follows, RoundTrip fails with an error for
+// which errors.Is(err, rebound.ErrAttemptTimeout) holds, and whose
+// Timeout method reports true, as http.Client expects of a timeout. Hedged
+// requests ([WithHedging]) are not timed: the hedging delay sends the next
+// attempt without cutting the first.
+func WithPerAttemptTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d <= 0 {
+			c.fail("WithPerAttemptTimeout", "d must be > 0, got %v", d)
+			return
+		}
+		c.attemptTimeout = d
+	})
+}
+
+// WithTrustedOverrides lets [NewOverrideContext] loosen the Transport's
+// policy: retry status codes it does not retry, or wait longer per
+// attempt. Without it, an override only tightens, and what it asks beyond
+// the Transport's options is held to them and logged at debug level
+// ([WithLogger]). Give it only when every caller that can set an override
+// is trusted: an override taken from an incoming request could otherwise
+// multiply the load on a struggling backend. The number of attempts
+// ([WithMaxAttempts]), the budget and the buffer limit hold either way.
+func WithTrustedOverrides() Option {
+	return optionFunc(func(c *config) { c.trustedOverrides = true })
 }
 
 func newConfig(opts []Option) *config {

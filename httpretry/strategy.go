@@ -19,6 +19,11 @@ import (
 type strategy struct {
 	s     rebound.Strategy
 	clock rebound.Clock
+	// maxAttempts, when > 0, caps the attempts of a call whose override
+	// asks for fewer; budget is the host's, which still counts the
+	// failure that ends such a call.
+	maxAttempts int
+	budget      rebound.Budget
 }
 
 func (s *strategy) AcquireInitialToken(ctx context.Context) (rebound.Token, error) {
@@ -26,6 +31,18 @@ func (s *strategy) AcquireInitialToken(ctx context.Context) (rebound.Token, erro
 }
 
 func (s *strategy) RefreshToken(ctx context.Context, t rebound.Token, err error) (rebound.Token, error) {
+	if s.maxAttempts > 0 && t.Attempt() >= s.maxAttempts {
+		// The override's cap: the failure counts as the strategy would
+		// count it, and no retry follows.
+		info := rebound.Classify(err)
+		if info.Safety == rebound.SafetyNo && !info.ServerStop {
+			return nil, rebound.ErrNotRetryable
+		}
+		if s.budget != nil {
+			s.budget.RecordFailure()
+		}
+		return nil, rebound.ErrAttemptsExhausted
+	}
 	next, rerr := s.s.RefreshToken(ctx, t, err)
 	if rerr != nil || next == nil {
 		return next, rerr

@@ -61,6 +61,7 @@ type callName struct{ method, host string }
 type host struct {
 	retry  *strategy
 	hedger *rebound.Hedger // nil without WithHedging
+	budget rebound.Budget  // the host's budget, for an override's cap; nil for none
 }
 
 // NewTransport returns a Transport that sends requests through base
@@ -183,10 +184,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		endCall(span, resp, err)
 		return resp, err
 	}
-	c := &call{t: t, out: out, idempotent: idempotent, clock: h.retry.clock, name: name, target: target, span: span}
+	c := &call{t: t, out: out, idempotent: idempotent, clock: h.retry.clock, name: name, target: target, span: span, timeout: t.cfg.attemptTimeout}
+	st := h.retry
+	if ov := overrideOf(ctx); ov != nil {
+		if st, err = t.override(ctx, c, h, *ov); err != nil {
+			closeBody(out.first)
+			endCall(span, nil, err)
+			return nil, err
+		}
+	}
 	d := t.rec.Decisions(ctx, name, target)
 	call := observe.Traced[*http.Response](&d, span)
-	resp, err := call.Retry(ctx, h.retry, c.attempt)
+	resp, err := call.Retry(ctx, st, c.attempt)
 	countAttempts(ctx, c.sent)
 	loopErr := err
 	if err != nil {
@@ -287,6 +296,10 @@ type call struct {
 	// an allocation on every request's success path.
 	tr   *observe.Tracker
 	span *observe.CallSpan // nil unless the Transport traces
+	// timeout is the per-attempt timeout, 0 for none; status the codes
+	// the call's override retries, nil for the Transport's.
+	timeout time.Duration
+	status  *statusSet
 }
 
 // attempt sends the request once and turns the outcome into what the
@@ -307,12 +320,22 @@ func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 		_, as = c.span.StartAttempt(ctx, c.sent)
 		r = r.WithContext(as.Into(r.Context()))
 	}
-	resp, err := c.t.send(r, c.idempotent)
+	var resp *http.Response
+	var err error
+	timedOut := false
+	if c.timeout > 0 {
+		resp, err, timedOut = c.timed(r)
+	} else {
+		resp, err = c.t.sendWith(r, c.idempotent, c.status)
+	}
 	endAttempt(as, resp, err, false)
 	if err != nil {
 		if c.tr == nil {
 			c.tr = new(observe.Tracker)
 			c.tr.Start(time.Time{}) // the first attempt, whose start is not needed
+		}
+		if timedOut {
+			c.tr.TimedOut()
 		}
 		c.tr.Failed(c.sent, rebound.Classify(err), c.clock.Now())
 		c.t.logCommitted(ctx, err, c.sent, c.name, c.target)
@@ -323,6 +346,12 @@ func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 
 // send is one attempt through the base RoundTripper.
 func (t *Transport) send(r *http.Request, idempotent bool) (*http.Response, error) {
+	return t.sendWith(r, idempotent, nil)
+}
+
+// sendWith is send with the status codes a call's override retries; nil
+// means the Transport's.
+func (t *Transport) sendWith(r *http.Request, idempotent bool, retryable *statusSet) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(r)
 	switch {
 	case err != nil:
@@ -330,7 +359,7 @@ func (t *Transport) send(r *http.Request, idempotent bool) (*http.Response, erro
 	case resp == nil:
 		return nil, rebound.Permanent(errors.New("httpretry: base RoundTripper returned a nil response and a nil error"))
 	}
-	if err := t.checkResponse(resp, idempotent); err != nil {
+	if err := t.checkResponse(resp, idempotent, retryable); err != nil {
 		return nil, err
 	}
 	return resp, nil
@@ -401,7 +430,7 @@ func (t *Transport) hostFor(name string) (*host, error) {
 
 func (t *Transport) newHost(b rebound.Budget) (*host, error) {
 	cfg := t.cfg
-	h := &host{}
+	h := &host{budget: b}
 	if cfg.strategy != nil {
 		h.retry = &strategy{s: cfg.strategy, clock: clockOf(cfg.strategy, cfg.clock)}
 	} else {

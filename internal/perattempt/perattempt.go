@@ -132,5 +132,9 @@ func (e *Error) Error() string { return e.Msg }
 // Unwrap returns rebound.ErrAttemptTimeout.
 func (e *Error) Unwrap() error { return rebound.ErrAttemptTimeout }
 
+// Timeout reports true, as a net.Error that timed out does: net/http and
+// url.Error ask for it.
+func (e *Error) Timeout() bool { return true }
+
 // NewError returns the error of an attempt of package pkg cut after d.
 func NewError(pkg string, d time.Duration) *Error { return &Error{Msg: Message(pkg, d)} }

@@ -1,0 +1,149 @@
+package httpretry_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/httpretry"
+)
+
+// attemptTimeout is short, so that hung attempts end quickly; tests
+// assert counts and errors, never how long anything took.
+const attemptTimeout = 100 * time.Millisecond
+
+// hangFirst hangs the first n requests until the client gives up on them,
+// and answers the others 200 "attempt n".
+func hangFirst(n int) func(int, http.ResponseWriter, *http.Request) {
+	return func(i int, w http.ResponseWriter, r *http.Request) {
+		if i <= n {
+			<-r.Context().Done()
+			return
+		}
+		io.WriteString(w, "attempt "+string(rune('0'+i)))
+	}
+}
+
+func stats(c *http.Client) rebound.Stats { return c.Transport.(*httpretry.Transport).Stats() }
+
+func TestPerAttemptTimeoutRetries(t *testing.T) {
+	srv := newServer(t, hangFirst(1))
+	client, _ := newClient(t, httpretry.WithPerAttemptTimeout(attemptTimeout))
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); got != "attempt 2" || srv.attempts() != 2 {
+		t.Fatalf("got %q, server saw %d attempts; want attempt 2", got, srv.attempts())
+	}
+	if st := stats(client)["GET "+strings.TrimPrefix(srv.URL, "http://")]; st.AttemptTimeouts != 1 || st.Retries.Attempts != 1 {
+		t.Fatalf("stats %+v, want 1 attempt timeout and 1 retry", st)
+	}
+}
+
+// TestPerAttemptTimeoutNeverCutsBody: the timer stops at the response
+// headers; a body that comes slowly after them is read to its end.
+func TestPerAttemptTimeoutNeverCutsBody(t *testing.T) {
+	srv := newServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-time.After(5 * attemptTimeout):
+		case <-r.Context().Done():
+			return
+		}
+		io.WriteString(w, "late")
+	})
+	client, _ := newClient(t, httpretry.WithPerAttemptTimeout(attemptTimeout))
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); got != "late" || srv.attempts() != 1 {
+		t.Fatalf("got %q after %d attempts, want late after 1", got, srv.attempts())
+	}
+}
+
+func TestPerAttemptTimeoutEveryAttemptHangs(t *testing.T) {
+	srv := newServer(t, hangFirst(1<<30))
+	client, _ := newClient(t, httpretry.WithPerAttemptTimeout(attemptTimeout))
+	_, err := client.Get(srv.URL)
+	if !errors.Is(err, rebound.ErrAttemptTimeout) || !errors.Is(err, rebound.ErrAttemptsExhausted) {
+		t.Fatalf("err %v, want the per-attempt timeout, attempts exhausted", err)
+	}
+	var ue *url.Error
+	if !errors.As(err, &ue) || !ue.Timeout() || !strings.Contains(err.Error(), "per-attempt timeout (100ms)") {
+		t.Fatalf("err %v: want a url.Error that is a timeout and names the per-attempt timeout", err)
+	}
+	if got := srv.attempts(); got != 3 {
+		t.Fatalf("server saw %d attempts, want 3", got)
+	}
+}
+
+// TestPerAttemptTimeoutNotIdempotent: a POST whose request was written may
+// have been acted on: it is not sent again, unless it carries an
+// Idempotency-Key.
+func TestPerAttemptTimeoutNotIdempotent(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		key      bool
+		attempts int
+	}{
+		{"plain", false, 1},
+		{"idempotency key", true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, hangFirst(1))
+			client, _ := newClient(t, httpretry.WithPerAttemptTimeout(attemptTimeout))
+			req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("order"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.key {
+				req.Header.Set("Idempotency-Key", "k1")
+			}
+			resp, err := client.Do(req)
+			if tc.key {
+				if err != nil {
+					t.Fatal(err)
+				}
+				readAll(t, resp)
+			} else if !errors.Is(err, rebound.ErrAttemptTimeout) || !errors.Is(err, rebound.ErrNotRetryable) {
+				t.Fatalf("err %v, want the per-attempt timeout, not retryable", err)
+			}
+			if got := srv.attempts(); got != tc.attempts {
+				t.Fatalf("server saw %d attempts, want %d", got, tc.attempts)
+			}
+		})
+	}
+}
+
+// TestPerAttemptTimeoutRequestDeadlineFirst: the request's own deadline,
+// when it comes first, is what ends the request.
+func TestPerAttemptTimeoutRequestDeadlineFirst(t *testing.T) {
+	srv := newServer(t, hangFirst(1<<30))
+	client, _ := newClient(t, httpretry.WithPerAttemptTimeout(time.Hour))
+	ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	_, err := client.Do(req)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rebound.ErrAttemptTimeout) {
+		t.Fatalf("err %v, want the request's deadline, not the per-attempt timeout", err)
+	}
+	if got := srv.attempts(); got != 1 {
+		t.Fatalf("server saw %d attempts, want 1", got)
+	}
+}
+
+func TestWithPerAttemptTimeoutInvalid(t *testing.T) {
+	err := httpretry.NewTransport(nil, httpretry.WithPerAttemptTimeout(-time.Second)).Err()
+	if err == nil || !strings.Contains(err.Error(), "WithPerAttemptTimeout") {
+		t.Fatalf("WithPerAttemptTimeout(-1s): %v, want an error naming it", err)
+	}
+}
