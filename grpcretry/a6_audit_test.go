@@ -383,7 +383,18 @@ func TestRefusedHedgeCounted(t *testing.T) {
 				t.Fatal("no hedging timer")
 			}
 			clk.Advance(100 * time.Millisecond) // the second attempt is due, and refused
-			waitFor(t, func() bool { return clk.Pending() == 0 })
+			// The refusal is logged by the call's hedging loop, which may
+			// run after the timer has fired: released before then, the
+			// first attempt could end the call first.
+			refused := func() bool {
+				for _, r := range records() {
+					if r["msg"] == "rebound: throttled, hedge not sent" && r["method"] == method {
+						return true
+					}
+				}
+				return false
+			}
+			waitFor(t, refused)
 			close(release)
 			if err := <-done; err != nil {
 				t.Fatal(err)
@@ -398,14 +409,8 @@ func TestRefusedHedgeCounted(t *testing.T) {
 			if n := observetest.Counter(t, got, "grpc.client.call.retries_throttled", "{retry}", method, cc.CanonicalTarget()); n != 1 {
 				t.Fatalf("retries_throttled = %d, want 1", n)
 			}
-			found := false
-			for _, r := range records() {
-				if r["msg"] == "rebound: throttled, hedge not sent" && r["method"] == method {
-					found = true
-				}
-			}
-			if !found {
-				t.Fatalf("no debug record of the refused hedge: %v", records())
+			if n := len(records()); n != 1 {
+				t.Fatalf("%d debug records, want only the refused hedge's: %v", n, records())
 			}
 		})
 	}

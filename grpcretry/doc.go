@@ -22,6 +22,21 @@
 // never processed still happen below these interceptors; they count against
 // neither maxAttempts nor the throttle.
 //
+// Every scenario of grpc-go's own retry tests behaves the same through
+// these interceptors (the package's tests replay them), except for three
+// deliberate differences:
+//
+//   - Calling a stream's Context method does not commit the stream. A6
+//     commits a call when response headers or a message arrive, or when
+//     its messages outgrow the buffer; grpc-go also commits on Context,
+//     which would end retries for any code that merely reads the context.
+//   - [WithMaxAttempts] below 1 is an error from [New], where
+//     grpc.WithMaxCallAttempts takes it to mean the default of 5: a
+//     mistyped limit should not go unnoticed.
+//   - A call that ran out of attempts says "attempts exhausted" and
+//     matches errors.Is(err, rebound.ErrAttemptsExhausted), rather than
+//     grpc-go's "retries exhausted" text; its status code is the same.
+//
 // [DialOptions] also hands grpc-go the config's loadBalancingConfig and
 // healthCheckConfig, so that a config naming the rebound_distinct balancer
 // needs no further option, and an invalid option or unknown balancer makes

@@ -5,7 +5,6 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -72,12 +71,8 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	if c.opts.adaptiveThrottle != nil {
 		streamer = gatedStreamer(c.target(cc).gate, streamer)
 	}
-	n, ov, opts := callOptions(opts)
-	cp, err := c.resolve(ctx, method, cc, ov)
-	if err != nil {
-		return nil, err
-	}
-	mc := cp.mc
+	n := attemptsOut(opts)
+	mc := c.cfg.MethodConfig(method)
 	callCtx, cancel, opts := callSettings(ctx, mc, opts)
 	if c.opts.Disabled || mc == nil || (mc.RetryPolicy == nil && mc.HedgingPolicy == nil) {
 		var th *rebound.Throttle
@@ -87,7 +82,7 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		return once(callCtx, callCtx != ctx, cancel, th, n, desc, cc, method, streamer, opts)
 	}
 	t := c.target(cc)
-	p := c.policyFor(t, cp)
+	p := c.policy(t, mc)
 	if p.err != nil {
 		cancel()
 		return nil, status.Error(codes.Internal, "grpcretry: "+method+": "+p.err.Error())
@@ -96,16 +91,14 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		dec: c.rec.Decisions(callCtx, method, t.uri)}
 	s.cond.L = &s.mu
 	s.opts, s.wb = splitWriteBack(opts)
-	// Under rebound_distinct, the call's attempts go to distinct
-	// backends, hedges and retries alike.
-	s.dctx.Context = callCtx
-	s.ctx, s.cancelCtx = context.WithCancel(&s.dctx)
+	s.ctx, s.cancelCtx = context.WithCancel(callCtx)
 	if p.hedge != nil {
 		s.hedger = &hedging{maxAttempts: mc.HedgingPolicy.Attempts(c.opts.MaxAttempts), delay: mc.HedgingPolicy.HedgingDelay}
 		if t.throttle != nil {
 			s.hedger.budget = t.throttle
 		}
 		s.clock, s.codes = c.clock, mc.HedgingPolicy.NonFatalStatusCodes
+		s.ctx = distinct.NewContext(s.ctx, &s.addrs)
 		s.events = make(chan attemptEnd, s.hedger.maxAttempts)
 		s.commitCh = make(chan struct{})
 	} else {
@@ -115,7 +108,6 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 			return once(callCtx, callCtx != ctx, cancel, nil, n, desc, cc, method, streamer, opts)
 		}
 		s.policy, s.tok, s.clock, s.codes = p.retry, tok, p.retry.Clock(), mc.RetryPolicy.RetryableStatusCodes
-		s.timeout = cp.timeout
 	}
 	s.ctx, s.span = c.startCall(s.ctx, method, t)
 	return s.start()
@@ -206,11 +198,9 @@ type clientStream struct {
 	dec      observe.Decisions // logs the call's decisions
 	span     *observe.CallSpan // nil unless the client traces
 	clock    rebound.Clock
-	dctx     distinct.Context // the call's context, with the backends its attempts went to
-	timeout  time.Duration    // retry: per attempt, until it commits; 0 for none
-	timeouts atomic.Int32     // attempts cut by the per-attempt timeout
-	events   chan attemptEnd  // hedging: attempts that failed, for hedgeLoop
-	commitCh chan struct{}    // hedging: closed on commit
+	addrs    distinct.Call   // hedging: the backends the attempts went to
+	events   chan attemptEnd // hedging: attempts that failed, for hedgeLoop
+	commitCh chan struct{}   // hedging: closed on commit
 
 	parent     context.Context    // the caller's, with the method's timeout
 	ctx        context.Context    // parent's, ended when the call finishes
@@ -361,12 +351,21 @@ func (s *clientStream) sendKept(m any, e entry) error {
 	if err != io.EOF {
 		return err
 	}
-	// The attempt's stream is done. If another attempt follows, it will
-	// be sent m with the rest.
-	if s.awaitNext(mine) {
+	// The attempt's stream is done. If m went out before it ended, m was
+	// sent, as grpc-go would say: the call's status comes from RecvMsg.
+	// Otherwise, if another attempt follows, it will be sent m with the
+	// rest.
+	if s.sentOn(mine, at) || s.awaitNext(mine) {
 		return nil
 	}
 	return io.EOF
+}
+
+// sentOn reports whether a was sent the kept message at index i.
+func (s *clientStream) sentOn(a *attempt, i int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return a.next > i
 }
 
 // sendCommitted sends m, unkept, to the committed attempt once it has
@@ -483,7 +482,6 @@ func (s *clientStream) reader() *attempt {
 
 // received commits the call to a, which has delivered a message.
 func (s *clientStream) received(a *attempt) {
-	a.timer.Stop() // a message commits the attempt: it is never cut after
 	s.mu.Lock()
 	if !s.done {
 		s.commitLocked(a)

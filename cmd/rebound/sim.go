@@ -36,6 +36,9 @@ var simFlags = map[string]string{
 	"Bucket.Capacity":      "-bucket",
 	"Bucket.RetryCost":     "-retry-cost",
 	"Bucket.SuccessRefund": "-refund",
+	"Adaptive.K":           "-adaptive-k",
+	"Adaptive.Window":      "-adaptive-window",
+	"RetryShare":           "-retry-share",
 }
 
 const simAbout = `usage: rebound sim [flags]
@@ -90,6 +93,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.Bucket.SuccessRefund, "refund", c.Bucket.SuccessRefund, "token bucket: tokens a success gives back")
 	svgPath := fs.String("svg", "rebound-sim.svg", `file to write the charts to: offered load and load amplification over time ("" for none)`)
 	htmlPath := fs.String("html", "", "file to write a self-contained HTML report to: tables, charts, policies and conclusion")
+	fs.Float64Var(&c.Adaptive.K, "adaptive-k", c.Adaptive.K, "adaptive throttle: K, requests per accept before rejecting locally (0 for 2)")
+	fs.DurationVar(&c.Adaptive.Window, "adaptive-window", c.Adaptive.Window, "adaptive throttle: window (0 for 2m)")
+	fs.Float64Var(&c.RetryShare, "retry-share", c.RetryShare, "shedder: share of recent attempts it may refuse and still invite retries")
+	fleet := fs.Bool("fleet", false, "print the fleet-scale table instead: 50 x 20 and 10,000 x 0.1 req/s, full outage and 50% brownout, every policy")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, simAbout)
 		fs.PrintDefaults()
@@ -103,6 +110,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sim: unexpected argument %q\n", fs.Arg(0))
 		return 2
+	}
+	if *fleet {
+		return runFleet(ctx, c, stdout, stderr)
 	}
 	report, err := sim.Run(ctx, c)
 	var fe *sim.FieldError
