@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -46,7 +47,18 @@ func (k jsonKind) String() string {
 type doc struct {
 	data []byte
 	buf  []byte // scratch for unescaping strings; see text
+	// spans are the containers of at least minSpan bytes that skip has
+	// passed over, sorted by start: Parse looks at an object or array
+	// again after skipping it, and finds its end here instead of scanning
+	// it again. Smaller containers cost little to scan again, and leaving
+	// them out keeps spans to a fraction of the input's size.
+	spans []span
+	open  []int // starts of the containers skip is in
 }
+
+type span struct{ start, end int }
+
+const minSpan = 256
 
 // value is one JSON value of a doc: data[start:end]. A string's bytes
 // include its quotes.
@@ -119,23 +131,35 @@ func (d *doc) valueAt(i int) value {
 }
 
 // skip returns the offset just after the value of kind k that starts at i.
-// Nesting needs no stack: the document is valid, so brackets match.
+// Nesting needs no stack to be skipped, since the document is valid and its
+// brackets match; the stack open only records spans.
 func (d *doc) skip(i int, k jsonKind) int {
 	switch k {
 	case jsonString:
 		return d.skipString(i)
 	case jsonArray, jsonObject:
-		depth := 0
+		if j, ok := slices.BinarySearchFunc(d.spans, i, func(s span, i int) int { return s.start - i }); ok {
+			return d.spans[j].end
+		}
+		first := len(d.spans)
+		d.open = d.open[:0]
 		for i < len(d.data) {
-			switch d.data[i] {
-			case '"':
+			switch c := d.data[i]; {
+			case c == '"':
 				i = d.skipString(i)
 				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
+			case c == '{' || c == '[':
+				d.open = append(d.open, i)
+			case c == '}' || c == ']':
+				start := d.open[len(d.open)-1]
+				d.open = d.open[:len(d.open)-1]
+				if i+1-start >= minSpan {
+					d.spans = append(d.spans, span{start, i + 1})
+				}
+				if len(d.open) == 0 {
+					// Containers close inner first; spans wants them
+					// in document order.
+					slices.SortFunc(d.spans[first:], func(a, b span) int { return a.start - b.start })
 					return i + 1
 				}
 			}

@@ -520,18 +520,13 @@ func (p *parser) config(root value) *Config {
 		if v.kind != jsonArray {
 			p.errorf(v, "must be a JSON array of objects, got %s", v.kind)
 		} else {
-			n := 0
-			for it := p.d.iter(v); ; n++ {
-				if _, more := it.next(); !more {
+			it := p.d.iter(v)
+			for i := 0; ; i++ {
+				e, more := it.next()
+				if !more {
 					break
 				}
-			}
-			if n > 0 {
-				c.MethodConfigs = make([]MethodConfig, n)
-			}
-			it := p.d.iter(v)
-			for i := range n {
-				e, _ := it.next()
+				c.MethodConfigs = append(c.MethodConfigs, MethodConfig{})
 				p.push(index(i))
 				p.methodConfig(&c.MethodConfigs[i], e, i)
 				p.pop()
