@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -71,8 +72,12 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	if c.opts.adaptiveThrottle != nil {
 		streamer = gatedStreamer(c.target(cc).gate, streamer)
 	}
-	n := attemptsOut(opts)
-	mc := c.cfg.MethodConfig(method)
+	n, ov, opts := callOptions(opts)
+	cp, err := c.resolve(ctx, method, cc, ov)
+	if err != nil {
+		return nil, err
+	}
+	mc := cp.mc
 	callCtx, cancel, opts := callSettings(ctx, mc, opts)
 	if c.opts.Disabled || mc == nil || (mc.RetryPolicy == nil && mc.HedgingPolicy == nil) {
 		var th *rebound.Throttle
@@ -82,7 +87,7 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		return once(callCtx, callCtx != ctx, cancel, th, n, desc, cc, method, streamer, opts)
 	}
 	t := c.target(cc)
-	p := c.policy(t, mc)
+	p := c.policyFor(t, cp)
 	if p.err != nil {
 		cancel()
 		return nil, status.Error(codes.Internal, "grpcretry: "+method+": "+p.err.Error())
@@ -91,14 +96,16 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		dec: c.rec.Decisions(callCtx, method, t.uri)}
 	s.cond.L = &s.mu
 	s.opts, s.wb = splitWriteBack(opts)
-	s.ctx, s.cancelCtx = context.WithCancel(callCtx)
+	// Under rebound_distinct, the call's attempts go to distinct
+	// backends, hedges and retries alike.
+	s.dctx.Context = callCtx
+	s.ctx, s.cancelCtx = context.WithCancel(&s.dctx)
 	if p.hedge != nil {
 		s.hedger = &hedging{maxAttempts: mc.HedgingPolicy.Attempts(c.opts.MaxAttempts), delay: mc.HedgingPolicy.HedgingDelay}
 		if t.throttle != nil {
 			s.hedger.budget = t.throttle
 		}
 		s.clock, s.codes = c.clock, mc.HedgingPolicy.NonFatalStatusCodes
-		s.ctx = distinct.NewContext(s.ctx, &s.addrs)
 		s.events = make(chan attemptEnd, s.hedger.maxAttempts)
 		s.commitCh = make(chan struct{})
 	} else {
@@ -108,6 +115,7 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 			return once(callCtx, callCtx != ctx, cancel, nil, n, desc, cc, method, streamer, opts)
 		}
 		s.policy, s.tok, s.clock, s.codes = p.retry, tok, p.retry.Clock(), mc.RetryPolicy.RetryableStatusCodes
+		s.timeout = cp.timeout
 	}
 	s.ctx, s.span = c.startCall(s.ctx, method, t)
 	return s.start()
@@ -198,9 +206,11 @@ type clientStream struct {
 	dec      observe.Decisions // logs the call's decisions
 	span     *observe.CallSpan // nil unless the client traces
 	clock    rebound.Clock
-	addrs    distinct.Call   // hedging: the backends the attempts went to
-	events   chan attemptEnd // hedging: attempts that failed, for hedgeLoop
-	commitCh chan struct{}   // hedging: closed on commit
+	dctx     distinct.Context // the call's context, with the backends its attempts went to
+	timeout  time.Duration    // retry: per attempt, until it commits; 0 for none
+	timeouts atomic.Int32     // attempts cut by the per-attempt timeout
+	events   chan attemptEnd  // hedging: attempts that failed, for hedgeLoop
+	commitCh chan struct{}    // hedging: closed on commit
 
 	parent     context.Context    // the caller's, with the method's timeout
 	ctx        context.Context    // parent's, ended when the call finishes
@@ -482,6 +492,7 @@ func (s *clientStream) reader() *attempt {
 
 // received commits the call to a, which has delivered a message.
 func (s *clientStream) received(a *attempt) {
+	a.timer.Stop() // a message commits the attempt: it is never cut after
 	s.mu.Lock()
 	if !s.done {
 		s.commitLocked(a)
