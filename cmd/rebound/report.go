@@ -131,6 +131,7 @@ th:first-child, td:first-child { text-align: left; }
 code { font-size: 0.9em; word-break: break-all; }
 .conclusion { background: #f4f4f4; padding: 0.75em 1em; }
 figure { margin: 1em 0; }
+svg { max-width: 100%; height: auto; }
 </style>
 </head>
 <body>
