@@ -132,6 +132,14 @@ type TokenBucketConfig struct {
 	TimeoutCost int
 	// SuccessRefund is added per success, up to Capacity. Must be >= 0.
 	SuccessRefund int
+	// RefundRetryCost gives a retry or hedge that succeeds the cost it
+	// paid (RetryCost, or TimeoutCost), instead of SuccessRefund, as the
+	// AWS SDKs do: without it a client whose retries mostly succeed still
+	// drains the bucket by RetryCost−SuccessRefund per retry, and callers
+	// see "retry quota exceeded" while the service is healthy again. A
+	// first attempt's success still adds SuccessRefund. Off by default,
+	// as in the Smithy text.
+	RefundRetryCost bool
 }
 
 // DefaultTokenBucket returns the Smithy example bucket: 500 tokens, a retry
@@ -147,6 +155,7 @@ func DefaultTokenBucket() TokenBucketConfig {
 type TokenBucket struct {
 	tokens                         atomic.Int64
 	capacity, retry, timeout, gain int64
+	refundCost                     bool
 }
 
 // NewTokenBucket returns a full bucket, or an error naming the bad field.
@@ -161,7 +170,8 @@ func NewTokenBucket(c TokenBucketConfig) (*TokenBucket, error) {
 	case c.SuccessRefund < 0:
 		return nil, fmt.Errorf("rebound: TokenBucketConfig.SuccessRefund must be >= 0, got %d", c.SuccessRefund)
 	}
-	b := &TokenBucket{capacity: int64(c.Capacity), retry: int64(c.RetryCost), timeout: int64(c.TimeoutCost), gain: int64(c.SuccessRefund)}
+	b := &TokenBucket{capacity: int64(c.Capacity), retry: int64(c.RetryCost), timeout: int64(c.TimeoutCost),
+		gain: int64(c.SuccessRefund), refundCost: c.RefundRetryCost}
 	b.tokens.Store(b.capacity)
 	return b, nil
 }
@@ -188,10 +198,37 @@ func (b *TokenBucket) Allow(timeout bool) bool {
 }
 
 // RecordSuccess gives back SuccessRefund, up to Capacity.
-func (b *TokenBucket) RecordSuccess() {
+func (b *TokenBucket) RecordSuccess() { b.add(b.gain) }
+
+// RecordRetrySuccess notes the success of a retry or hedge that Allow
+// admitted: with RefundRetryCost it gives back that cost (TimeoutCost when
+// timeout is set, else RetryCost), otherwise SuccessRefund; never above
+// Capacity. The built-in strategies call it in place of RecordSuccess.
+func (b *TokenBucket) RecordRetrySuccess(timeout bool) {
+	switch {
+	case !b.refundCost:
+		b.add(b.gain)
+	case timeout:
+		b.add(b.timeout)
+	default:
+		b.add(b.retry)
+	}
+}
+
+// unallow gives back what Allow(timeout) took, for a combination of
+// budgets another member of which refused.
+func (b *TokenBucket) unallow(timeout bool) {
+	if timeout {
+		b.add(b.timeout)
+	} else {
+		b.add(b.retry)
+	}
+}
+
+func (b *TokenBucket) add(d int64) {
 	for {
 		v := b.tokens.Load()
-		n := min(v+b.gain, b.capacity)
+		n := min(v+d, b.capacity)
 		if v == n || b.tokens.CompareAndSwap(v, n) {
 			return
 		}

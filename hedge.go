@@ -254,9 +254,8 @@ func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx contex
 			}
 			committed := st.committed.Load() != 0
 			if r.err == nil {
-				if h.s.budget != nil {
-					h.s.budget.RecordSuccess()
-				}
+				// A hedge (attempt 2 on) was paid for by Allow.
+				recordSuccess(h.s.budget, &token{paid: r.n > 1})
 				finish()
 				return r.v, nil
 			}

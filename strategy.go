@@ -101,7 +101,11 @@ type token struct {
 	attempt int           // the attempt this token admits, from 1
 	retry   int           // retries since the last pushback, for the exponent
 	delay   time.Duration // wait before the attempt
-	used    atomic.Bool
+	// paid says the budget's Allow admitted this attempt, timeout that it
+	// retries a timeout: its success may get the cost back, and its end
+	// frees a concurrency budget's slot.
+	paid, timeout bool
+	used          atomic.Bool
 }
 
 func (t *token) Delay() time.Duration { return t.delay }
@@ -189,21 +193,42 @@ func (st *Standard) RefreshToken(ctx context.Context, t Token, err error) (Token
 	if beyondDeadline(ctx, st.s.clock, delay) {
 		return nil, ErrDeadline
 	}
-	if st.s.budget != nil && !st.s.budget.Allow(info.Timeout) {
-		return nil, ErrThrottled
+	next := &token{owner: st, attempt: tk.attempt + 1, delay: delay}
+	if st.s.budget != nil {
+		if !st.s.budget.Allow(info.Timeout) {
+			return nil, ErrThrottled
+		}
+		next.paid, next.timeout = true, info.Timeout
 	}
-	return &token{owner: st, attempt: tk.attempt + 1, delay: delay}, nil
+	return next, nil
 }
 
-// RecordSuccess refills the budget.
+// RecordSuccess refills the budget: a retry's success through
+// RecordRetrySuccess when the budget has it (see
+// [TokenBucketConfig.RefundRetryCost]).
 func (st *Standard) RecordSuccess(t Token) error {
-	if _, err := claim(st, t); err != nil {
+	tk, err := claim(st, t)
+	if err != nil {
 		return err
 	}
-	if st.s.budget != nil {
-		st.s.budget.RecordSuccess()
-	}
+	recordSuccess(st.s.budget, tk)
 	return nil
+}
+
+// retrySuccessRecorder is implemented by budgets that refill differently
+// after a retry's success than after a first attempt's ([TokenBucket]).
+type retrySuccessRecorder interface{ RecordRetrySuccess(timeout bool) }
+
+// recordSuccess credits b with the success of tk's attempt.
+func recordSuccess(b Budget, tk *token) {
+	if b == nil {
+		return
+	}
+	if r, ok := b.(retrySuccessRecorder); ok && tk.paid {
+		r.RecordRetrySuccess(tk.timeout)
+		return
+	}
+	b.RecordSuccess()
 }
 
 // Clock returns the strategy's clock; [Do] waits on it.
@@ -293,20 +318,22 @@ func (p *Retrier) RefreshToken(ctx context.Context, t Token, err error) (Token, 
 	if beyondDeadline(ctx, p.s.clock, next.delay) {
 		return nil, ErrDeadline
 	}
-	if p.s.budget != nil && !p.s.budget.Allow(info.Timeout) {
-		return nil, ErrThrottled
+	if p.s.budget != nil {
+		if !p.s.budget.Allow(info.Timeout) {
+			return nil, ErrThrottled
+		}
+		next.paid, next.timeout = true, info.Timeout
 	}
 	return next, nil
 }
 
-// RecordSuccess credits the budget.
+// RecordSuccess credits the budget, as [Standard.RecordSuccess] does.
 func (p *Retrier) RecordSuccess(t Token) error {
-	if _, err := claim(p, t); err != nil {
+	tk, err := claim(p, t)
+	if err != nil {
 		return err
 	}
-	if p.s.budget != nil {
-		p.s.budget.RecordSuccess()
-	}
+	recordSuccess(p.s.budget, tk)
 	return nil
 }
 
