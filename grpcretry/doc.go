@@ -7,10 +7,13 @@
 // Unary calls under a retryPolicy are retried on its retryable codes with
 // A6's backoff, within the call's deadline, obeying server pushback and the
 // retryThrottling of the server name, and committed once response headers
-// arrive. Under a hedgingPolicy they are hedged: the first success wins and
-// the other attempts are cancelled; the rebound_distinct balancer (package
-// distinct) sends hedges to backends the call has not used, and
-// [WithAdaptiveHedging] makes the delay follow observed latency.
+// arrive. [WithPerAttemptTimeout] (or perAttemptRecvTimeout) cuts and
+// retries an attempt that has not committed in time. Under a
+// hedgingPolicy they are hedged: the first success wins and the other
+// attempts are cancelled; the rebound_distinct balancer (package distinct)
+// sends hedges and retries to backends the call has not used, and
+// [WithAdaptiveHedging] makes the delay follow observed latency. The
+// [Override] call option narrows one call's policy.
 //
 // Streaming calls of every kind are retried and hedged too: the messages
 // the application sends are buffered and replayed on a new attempt until

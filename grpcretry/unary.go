@@ -32,8 +32,8 @@ import (
 // error carrying the status of the attempt that ended last, whose
 // header, trailer and peer the options receive. Each hedge carries
 // grpc-previous-rpc-attempts, and each attempt's context a distinct.Call,
-// from which the rebound_distinct balancer sends hedges to backends not
-// used yet. A reply that is not a non-nil pointer cannot be given to
+// from which the rebound_distinct balancer sends hedges, and retries
+// alike, to backends not used yet. A reply that is not a non-nil pointer cannot be given to
 // several attempts: such a call is made once. [WithAdaptiveHedging] makes
 // the delay follow the method's latency.
 func (c *Client) UnaryClientInterceptor() grpc.UnaryClientInterceptor {

@@ -228,3 +228,87 @@ func TestHedgesOnDistinctBackendsUnderLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestRetriesOnDistinctBackends: under rebound_distinct, each retry of a
+// call goes to a backend the call has not used, for unary calls and
+// streams alike: with three failing backends and three attempts, each call
+// reaches all three. Calls run from many goroutines at once, so that
+// round_robin alone would often send two attempts of a call to one
+// backend.
+func TestRetriesOnDistinctBackends(t *testing.T) {
+	const workers, callsEach = 8, 10
+	cfg, err := serviceconfig.Parse(fmt.Appendf(nil, `{"methodConfig":[{"name":[{"service":%q}],
+		"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.01s","maxBackoff":"0.01s","backoffMultiplier":1,"retryableStatusCodes":["UNAVAILABLE"]}}]}`, grpctest.Service))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, policy := range []string{distinct.Name, "round_robin"} {
+		t.Run(policy, func(t *testing.T) {
+			c := grpctest.StartCluster(t, 3, grpctest.Handlers{})
+			lb := lbConfig("round_robin")
+			if policy != distinct.Name {
+				lb = grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`)
+			}
+			rc, err := grpcretry.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc := testpb.NewTestServiceClient(c.Dial(t, append(rc.DialOptions(), lb)...))
+			warmUp(t, c, tc)
+			c.SetHandlers(grpctest.Handlers{
+				Unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+					return nil, status.Error(codes.Unavailable, "busy")
+				},
+				ServerStream: func(int, *testpb.StreamingOutputCallRequest, grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+					return status.Error(codes.Unavailable, "busy")
+				},
+			})
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Go(func() {
+					for i := range callsEach {
+						id := fmt.Sprintf("call-%d-%d", w, i)
+						var n int
+						_, err := tc.UnaryCall(context.Background(), grpctest.Request(id), grpcretry.CountAttempts(&n))
+						if status.Code(err) != codes.Unavailable || n != 3 {
+							t.Errorf("unary %s: %v after %d attempts, want UNAVAILABLE after 3", id, err, n)
+						}
+						st, err := tc.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: []byte(id)}})
+						if err == nil {
+							_, err = st.Recv()
+						}
+						if status.Code(err) != codes.Unavailable {
+							t.Errorf("stream %s: %v, want UNAVAILABLE", id, err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			for _, method := range []string{grpctest.UnaryCall, grpctest.StreamingOutputCall} {
+				seen := map[string][]int{}
+				for i, s := range c.Servers {
+					for _, a := range s.Attempts(method) {
+						seen[a.Payload] = append(seen[a.Payload], i)
+					}
+				}
+				shared := 0
+				for id, b := range seen {
+					if !strings.HasPrefix(id, "call-") {
+						continue
+					}
+					if len(b) != 3 {
+						t.Fatalf("%s %s: servers saw %d attempts, want 3", method, id, len(b))
+					}
+					slices.Sort(b)
+					if len(slices.Compact(b)) != 3 {
+						shared++
+					}
+				}
+				if policy == distinct.Name && shared != 0 {
+					t.Fatalf("%s: %d of %d calls sent two attempts to one backend", method, shared, workers*callsEach)
+				}
+				t.Logf("%s %s: %d of %d calls sent two attempts to one backend", policy, method, shared, workers*callsEach)
+			}
+		})
+	}
+}
