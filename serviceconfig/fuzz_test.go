@@ -88,7 +88,8 @@ func checkInvariants(t *testing.T, c *serviceconfig.Config) {
 		if rp := mc.RetryPolicy; rp != nil {
 			if rp.MaxAttempts < 2 || rp.InitialBackoff <= 0 || rp.MaxBackoff <= 0 ||
 				!(rp.BackoffMultiplier > 0) || math.IsInf(rp.BackoffMultiplier, 0) ||
-				rp.RetryableStatusCodes == 0 || rp.RetryableStatusCodes&^valid != 0 {
+				(rp.RetryableStatusCodes == 0 && rp.PerAttemptRecvTimeout == 0) || rp.RetryableStatusCodes&^valid != 0 ||
+				rp.PerAttemptRecvTimeout < 0 {
 				t.Fatalf("methodConfig[%d]: invalid retry policy accepted: %+v", i, *rp)
 			}
 			if a := rp.Attempts(0); a < 2 || a > serviceconfig.DefaultMaxAttempts {
@@ -248,6 +249,10 @@ var fuzzFields = []func(raw string) string{
 	func(raw string) string { return retryConfig(validRetry.with("maxBackoff", raw)) },
 	func(raw string) string { return retryConfig(validRetry.with("backoffMultiplier", raw)) },
 	func(raw string) string { return retryConfig(validRetry.with("retryableStatusCodes", raw)) },
+	func(raw string) string { return retryConfig(validRetry.with("perAttemptRecvTimeout", raw)) },
+	func(raw string) string {
+		return retryConfig(validRetry.with("perAttemptRecvTimeout", `"1s"`, "retryableStatusCodes", raw))
+	},
 	func(raw string) string { return hedgeConfig(validHedge.with("maxAttempts", raw)) },
 	func(raw string) string { return hedgeConfig(validHedge.with("hedgingDelay", raw)) },
 	func(raw string) string { return hedgeConfig(validHedge.with("nonFatalStatusCodes", raw)) },

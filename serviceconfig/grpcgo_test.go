@@ -241,6 +241,7 @@ func a6Difference(in string, pe *serviceconfig.ParseError) bool {
 	for _, e := range pe.Errors {
 		switch {
 		case strings.Contains(strings.ToLower(e.Path), "hedgingpolicy"),
+			strings.Contains(strings.ToLower(e.Path), "perattemptrecvtimeout"),
 			strings.Contains(e.Message, "mutually exclusive"),
 			strings.HasPrefix(e.Message, "must not be negative"),
 			strings.HasPrefix(strings.ToLower(e.Path), "retrythrottling.maxtokens") && strings.HasPrefix(e.Message, "must be a JSON integer"),

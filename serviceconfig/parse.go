@@ -88,6 +88,11 @@ func MaxBytes(n int) ParseOption {
 //     integers or, as proto3 JSON allows for 64-bit integers, strings
 //     holding one ("1024"); they must be in 0..math.MaxInt64.
 //   - retryThrottling is checked whether or not methodConfig is present.
+//   - retryPolicy may set perAttemptRecvTimeout, which gRPC core and
+//     grpc-java read (A6 and grpc-go do not): a proto3 JSON duration greater
+//     than 0. With it set, retryableStatusCodes may be empty or absent, as in
+//     gRPC core. In a hedgingPolicy it is an error: hedgingDelay is how a
+//     hedging policy bounds the wait for an attempt.
 //
 // A config that grpc-go's own parser accepts is accepted here too, so that
 // one moved from grpc-go's built-in retries keeps working; each spelling
@@ -589,7 +594,7 @@ func (p *parser) methodConfig(mc *MethodConfig, v value, i int) {
 	}
 	if tv, ok := f.get(mcTimeout); ok {
 		p.at(&f, mcTimeout)
-		if d, ok := p.duration(tv); ok {
+		if d, ok := p.duration(tv, true); ok {
 			switch {
 			case d < 0:
 				p.errorf(tv, "must not be negative")
@@ -700,7 +705,7 @@ func (p *parser) name(e value) (Name, bool) {
 	return n, true
 }
 
-var retryFields = []string{"maxAttempts", "initialBackoff", "maxBackoff", "backoffMultiplier", "retryableStatusCodes"}
+var retryFields = []string{"maxAttempts", "initialBackoff", "maxBackoff", "backoffMultiplier", "retryableStatusCodes", "perAttemptRecvTimeout"}
 
 const (
 	rpMaxAttempts = iota
@@ -708,6 +713,7 @@ const (
 	rpMaxBackoff
 	rpMultiplier
 	rpCodes
+	rpPerAttempt
 )
 
 func (p *parser) retryPolicy(v value, i int) *RetryPolicy {
@@ -731,12 +737,26 @@ func (p *parser) retryPolicy(v value, i int) *RetryPolicy {
 			continue
 		}
 		p.at(&f, b.field)
-		d, ok := p.duration(dv)
+		d, ok := p.duration(dv, true)
 		if ok && d <= 0 {
 			p.errorf(dv, "must be greater than 0")
 			ok = false
 		}
 		*b.d, *b.ok = d, ok
+		p.pop()
+	}
+	// perAttemptRecvTimeout is gRPC core's and grpc-java's extension of
+	// A6; grpc-go does not know it, so only proto3 JSON is accepted.
+	tv, hasPerAttempt := f.get(rpPerAttempt)
+	if hasPerAttempt {
+		p.at(&f, rpPerAttempt)
+		if d, ok := p.duration(tv, false); ok {
+			if d <= 0 {
+				p.errorf(tv, "must be greater than 0")
+			} else {
+				rp.PerAttemptRecvTimeout = d
+			}
+		}
 		p.pop()
 	}
 	if initialOK && maxOK && rp.MaxBackoff < rp.InitialBackoff {
@@ -751,21 +771,23 @@ func (p *parser) retryPolicy(v value, i int) *RetryPolicy {
 	} else {
 		p.missing(v, "backoffMultiplier", "must be specified")
 	}
+	// As in gRPC core, a policy with a per-attempt timeout may retry on
+	// that timeout alone.
 	if cv, ok := f.get(rpCodes); ok {
 		p.at(&f, rpCodes)
 		set, n, ok := p.codeList(cv, codeKey{methodConfig: i})
-		if ok && n == 0 {
-			p.errorf(cv, "must be non-empty")
+		if ok && n == 0 && !hasPerAttempt {
+			p.errorf(cv, "must be non-empty unless perAttemptRecvTimeout is set")
 		}
 		rp.RetryableStatusCodes = set
 		p.pop()
-	} else {
-		p.missing(v, "retryableStatusCodes", "must be specified")
+	} else if !hasPerAttempt {
+		p.missing(v, "retryableStatusCodes", "must be specified unless perAttemptRecvTimeout is set")
 	}
 	return rp
 }
 
-var hedgingFields = []string{"maxAttempts", "hedgingDelay", "nonFatalStatusCodes"}
+var hedgingFields = []string{"maxAttempts", "hedgingDelay", "nonFatalStatusCodes", "perAttemptRecvTimeout"}
 
 func (p *parser) hedgingPolicy(v value, i int) *HedgingPolicy {
 	f, ok := p.object(v, hedgingFields)
@@ -773,9 +795,14 @@ func (p *parser) hedgingPolicy(v value, i int) *HedgingPolicy {
 		return nil
 	}
 	hp := &HedgingPolicy{MaxAttempts: p.maxAttempts(v, &f, 0)}
+	if tv, ok := f.get(3); ok {
+		p.at(&f, 3)
+		p.errorf(tv, "applies to retryPolicy only; a hedging policy starts the next attempt after hedgingDelay instead")
+		p.pop()
+	}
 	if dv, ok := f.get(1); ok {
 		p.at(&f, 1)
-		if d, ok := p.duration(dv); ok {
+		if d, ok := p.duration(dv, true); ok {
 			if d < 0 {
 				p.errorf(dv, "must not be negative")
 			}
@@ -935,10 +962,10 @@ func (p *parser) positiveNumber(v value) (float64, jsonNumberParts, bool) {
 	return f, n, true
 }
 
-// duration reads a duration string. A spelling that proto3 JSON does not
-// allow but grpc-go reads is accepted with a warning that shows its value
-// in A6's spelling.
-func (p *parser) duration(v value) (time.Duration, bool) {
+// duration reads a duration string. If grpcGo, a spelling that proto3 JSON
+// does not allow but grpc-go reads is accepted with a warning that shows
+// its value in A6's spelling.
+func (p *parser) duration(v value, grpcGo bool) (time.Duration, bool) {
 	if v.kind != jsonString {
 		p.errorf(v, `must be a duration string like "1.5s", got %s`, v.kind)
 		return 0, false
@@ -948,7 +975,7 @@ func (p *parser) duration(v value) (time.Duration, bool) {
 	if err == nil {
 		return d, true
 	}
-	if gd, ok := parseDurationGRPCGo(s); ok {
+	if gd, ok := parseDurationGRPCGo(s); ok && grpcGo {
 		if err == errDurationRange {
 			p.warnf(v, "%s is beyond the longest time.Duration, so it is read as %q (about 292 years), as grpc-go reads it",
 				p.d.show(v), FormatDuration(gd))

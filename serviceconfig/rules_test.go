@@ -165,13 +165,62 @@ func TestRetryPolicyRetryableStatusCodes(t *testing.T) {
 			{raw: `[-0]`, want: serviceconfig.NewCodeSet(serviceconfig.OK)},
 			{raw: `[16, "aborted", 13]`, want: serviceconfig.NewCodeSet(serviceconfig.Unauthenticated, serviceconfig.Aborted, serviceconfig.Internal)},
 			{raw: `[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]`, want: serviceconfig.CodeSet(1<<17 - 1)},
-			{raw: "[]", wantErr: "must be non-empty"},
+			{raw: "[]", wantErr: "must be non-empty unless perAttemptRecvTimeout is set"},
 			{raw: "{}", wantErr: arrayType + "object"},
 			{raw: `"UNAVAILABLE"`, wantErr: arrayType + "string"},
 			{raw: "14", wantErr: arrayType + "number"},
-			{raw: "null", wantErr: "must be specified"},
-			{raw: "", wantErr: "must be specified"},
+			{raw: "null", wantErr: "must be specified unless perAttemptRecvTimeout is set"},
+			{raw: "", wantErr: "must be specified unless perAttemptRecvTimeout is set"},
 		})
+}
+
+// perAttemptRecvTimeout (gRPC core's and grpc-java's field): a proto3 JSON
+// duration greater than 0, read strictly since grpc-go does not know it.
+func TestRetryPolicyPerAttemptRecvTimeout(t *testing.T) {
+	const at = "methodConfig[0].retryPolicy.perAttemptRecvTimeout"
+	runFieldCases(t, at,
+		func(raw string) string { return retryConfig(validRetry.with("perAttemptRecvTimeout", raw)) },
+		func(c *serviceconfig.Config) any { return retryPolicy(c).PerAttemptRecvTimeout },
+		[]fieldCase{
+			{raw: "", want: time.Duration(0)},
+			{raw: "null", want: time.Duration(0)},
+			{raw: `"0.5s"`, want: 500 * time.Millisecond},
+			{raw: `"0.000000001s"`, want: time.Duration(1)},
+			{raw: `"30s"`, want: 30 * time.Second},
+			{raw: `"0s"`, wantErr: "must be greater than 0"},
+			{raw: `"-0s"`, wantErr: "must be greater than 0"},
+			{raw: `"-1s"`, wantErr: "must be greater than 0"},
+			{raw: `".5s"`, wantErr: `invalid duration ".5s": missing integer part before the seconds`},
+			{raw: `"1"`, wantErr: `invalid duration "1": missing "s" suffix`},
+			{raw: `"1m"`, wantErr: `invalid duration "1m": missing "s" suffix`},
+			{raw: `"315576000000s"`, wantErr: `invalid duration "315576000000s": out of range: exceeds the time.Duration limit of ±9223372036.854775807s (about 292 years)`},
+			{raw: "1", wantErr: durType + "number"},
+			{raw: "{}", wantErr: durType + "object"},
+		})
+
+	// With a per-attempt timeout, retryableStatusCodes may be empty or
+	// absent (gRPC core's rule): the policy retries timed-out attempts.
+	for _, codes := range []string{"[]", "null", ""} {
+		c, errs := parse(t, retryConfig(validRetry.with("perAttemptRecvTimeout", `"1s"`, "retryableStatusCodes", codes)))
+		if errs != nil {
+			t.Errorf("retryableStatusCodes %q with perAttemptRecvTimeout: %q", codes, errs)
+			continue
+		}
+		if rp := retryPolicy(c); rp.RetryableStatusCodes != 0 || rp.PerAttemptRecvTimeout != time.Second {
+			t.Errorf("retryableStatusCodes %q: policy %+v", codes, *rp)
+		}
+	}
+	// An invalid timeout is reported on its own, not also as a missing
+	// code list.
+	_, errs := parse(t, retryConfig(validRetry.with("perAttemptRecvTimeout", `"0s"`, "retryableStatusCodes", "")))
+	checkLines(t, "errors", errs, []string{"serviceconfig: " + at + ": must be greater than 0"})
+
+	// In a hedging policy the field is an error that points to
+	// hedgingDelay.
+	_, errs = parse(t, hedgeConfig(validHedge.with("perAttemptRecvTimeout", `"1s"`)))
+	checkLines(t, "errors", errs, []string{
+		"serviceconfig: methodConfig[0].hedgingPolicy.perAttemptRecvTimeout: applies to retryPolicy only; a hedging policy starts the next attempt after hedgingDelay instead",
+	})
 }
 
 // codeElementCases are invalid elements of a status code array, checked at

@@ -59,7 +59,8 @@ func (n Name) String() string {
 //
 // [Parse] returns only policies that satisfy A6: MaxAttempts >= 2, both
 // backoffs > 0, a finite BackoffMultiplier > 0 and a non-empty
-// RetryableStatusCodes. Values built by hand are used as given. The zero
+// RetryableStatusCodes, which may be empty only if PerAttemptRecvTimeout
+// is set. Values built by hand are used as given. The zero
 // value retries nothing. A RetryPolicy is not modified by its methods and is
 // safe for concurrent reads.
 type RetryPolicy struct {
@@ -75,6 +76,12 @@ type RetryPolicy struct {
 	BackoffMultiplier float64
 	// RetryableStatusCodes are the codes that allow a retry.
 	RetryableStatusCodes CodeSet
+	// PerAttemptRecvTimeout, if greater than 0, bounds each attempt from
+	// when it is sent until it receives response headers, a message or its
+	// status: an attempt that takes longer is cancelled and may be retried.
+	// It is the config field perAttemptRecvTimeout of gRPC core and
+	// grpc-java, which A6 does not define; 0 means none.
+	PerAttemptRecvTimeout time.Duration
 }
 
 // Attempts returns the number of attempts a client makes under p: MaxAttempts
