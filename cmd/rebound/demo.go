@@ -105,6 +105,8 @@ func (c demoConfig) validate(extra int) error {
 		return fmt.Errorf("-outage must be in [0, 60%% of -duration], got %v", c.outage)
 	case c.timeout <= 0 || c.timeout > time.Minute:
 		return fmt.Errorf("-timeout must be in (0, 1m], got %v", c.timeout)
+	case c.duration*time.Duration(c.rate) < time.Second:
+		return fmt.Errorf("-rate × -duration must make at least one call, got %d/s × %v", c.rate, c.duration)
 	}
 	for name, v := range map[string]float64{"error-rate": c.errorRate, "pushback-rate": c.pushbackRate, "straggler-rate": c.stragglerRate} {
 		if err := rate(name, v); err != nil {

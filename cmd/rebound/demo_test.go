@@ -251,3 +251,10 @@ func TestWriteTableAndWrap(t *testing.T) {
 		t.Errorf("wrap = %q, want %q", got, want)
 	}
 }
+
+func TestDemoRejectsTooFewCalls(t *testing.T) {
+	out, stderr, code := runCLI(t, "demo", "-rate", "10", "-duration", "50ms", "-outage", "0s")
+	if code != 2 || out != "" || !strings.Contains(stderr, "-rate × -duration must make at least one call") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and the reason", code, out, stderr)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"encoding/xml"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -220,11 +221,16 @@ func (c *Chart) layout() layout {
 	return l
 }
 
-// decades rounds a range of log10 values out to whole decades.
+// decades rounds a range of log10 values out to whole decades, within
+// those a float64 holds (1e-323 to 1e308).
 func decades(lo, hi float64) (float64, float64) {
-	lo, hi = math.Floor(lo), math.Ceil(hi)
-	if lo == hi {
-		hi++
+	lo, hi = max(math.Floor(lo), -323), min(math.Ceil(hi), 308)
+	if lo >= hi {
+		if hi == 308 {
+			lo = hi - 1
+		} else {
+			hi = lo + 1
+		}
 	}
 	return lo, hi
 }
@@ -562,7 +568,8 @@ func logTicks(lo, hi float64, n int) []tick {
 			out = append(out, tick{e + math.Log10(2), decadeLabel(e, 2)}, tick{e + math.Log10(5), decadeLabel(e, 5)})
 		}
 	}
-	return out
+	// 1e308 is the largest decade a float64 holds, but 2e308 is not.
+	return slices.DeleteFunc(out, func(t tick) bool { return !finite(math.Pow(10, t.v)) })
 }
 
 // decadeLabel labels m × 10^e plainly ("0.001", "2000") while that stays

@@ -190,16 +190,29 @@ func TestWriteError(t *testing.T) {
 }
 
 func FuzzChart(f *testing.F) {
-	f.Add("title", "series", 0.0, 1.0, 2.0, 3.0)
-	f.Add("<&>\"'", "\xff\x00", math.Inf(1), math.NaN(), math.Copysign(0, -1), 1e308)
-	f.Fuzz(func(t *testing.T, title, name string, x0, y0, x1, y1 float64) {
+	f.Add("title", "series", 0.0, 1.0, 2.0, 3.0, false, false)
+	f.Add("<&>\"'", "\xff\x00", math.Inf(1), math.NaN(), math.Copysign(0, -1), 1e308, true, false)
+	f.Add("tail", "p99", 1e-300, 0.001, 5e300, 1.0, true, true)
+	f.Fuzz(func(t *testing.T, title, name string, x0, y0, x1, y1 float64, xlog, ylog bool) {
 		c := &Chart{
 			Title:  title,
 			YLabel: name,
+			XLog:   xlog,
+			YLog:   ylog,
 			Series: []Series{{Name: name, Color: name, Points: []Point{{x0, y0}, {x1, y1}}}},
 			Bands:  []Band{{From: x0, To: y1, Label: title}},
+			Marks:  []Mark{{Value: x1, Label: name}, {Horizontal: true, Value: y0, Label: title}},
 		}
-		decode(t, render(t, c))
+		doc := render(t, c)
+		decode(t, doc)
+		if err := svgcheck.Portable(doc); err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []string{"NaN", "Inf"} {
+			if bytes.Contains(doc, []byte(bad)) && !strings.Contains(title+name, bad) {
+				t.Fatalf("output contains %s", bad)
+			}
+		}
 	})
 }
 
@@ -313,6 +326,7 @@ func TestLogTicks(t *testing.T) {
 		{-8, -6, 5, "1e-08 2e-08 5e-08 1e-07 2e-07 5e-07 1e-06"},
 		{0, 12, 4, "1 1000 1000000 1e+09 1e+12"},
 		{-300, 300, 4, "1e-300 1e-150 1 1e+150 1e+300"},
+		{307, 308, 5, "1e+307 2e+307 5e+307 1e+308"},
 	} {
 		var got []string
 		for _, tk := range logTicks(tc.lo, tc.hi, tc.n) {
