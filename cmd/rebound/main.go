@@ -31,7 +31,7 @@ type command struct {
 var commands = map[string]command{
 	"demo":     {"run retry policies against an in-process flaky service", runDemo},
 	"sim":      {"simulate clients retrying through an outage; compare load and goodput per policy", runSim},
-	"validate": {"check gRPC service config files (gRFC A6) and show each method's policy", runValidate},
+	"validate": {"check gRPC service config files (gRFC A6) and show each method's policy", runValidateStdin},
 }
 
 func main() {

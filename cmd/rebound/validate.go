@@ -2,125 +2,430 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-// maxConfigBytes bounds the size of a config file that validate reads.
-const maxConfigBytes = 4 << 20
+// Exit codes of validate, as its usage text documents them.
+const (
+	exitValid   = 0
+	exitInvalid = 1
+	exitUsage   = 2
+)
 
-func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
+const validateUsage = `usage: rebound validate [flags] FILE...
+
+Checks gRPC service config files against gRFC A6 and prints the effective
+policy of each method. FILE "-" reads standard input.
+
+Each problem is one line, as editors and CI annotators read them:
+
+  FILE:LINE:COL: JSON.PATH: message                 (an error)
+  FILE:LINE:COL: warning: JSON.PATH: message        (a warning)
+
+Configs that grpc-go accepts in other spellings (field names in another
+letter case, durations like ".5s") are valid with a warning naming A6's
+spelling; -strict makes every warning an error.
+
+Exit status:
+  0  every file is valid (with -strict: and has no warnings)
+  1  a file is invalid or cannot be read
+  2  usage error
+
+Flags:
+`
+
+// runValidateStdin is the validate command, reading "-" from os.Stdin.
+func runValidateStdin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runValidate(ctx, args, os.Stdin, stdout, stderr)
+}
+
+func runValidate(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	clientMax := fs.Int("max-attempts", serviceconfig.DefaultMaxAttempts, "client-side maximum of attempts that maxAttempts is clamped to")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rebound validate [-max-attempts N] FILE...")
-		fmt.Fprintln(stderr, "\nChecks gRPC service config files against gRFC A6 and prints the effective retry policy of each method.")
+	strict := fs.Bool("strict", false, "treat warnings as errors")
+	format := fs.String("format", "text", "output format: text, or json for one JSON document of findings and policies")
+	version := fs.Bool("version", false, "print the module version and exit")
+	maxBytes := fs.Int("max-bytes", serviceconfig.DefaultMaxBytes, "largest config read, in bytes")
+	usage := func(w io.Writer) {
+		fs.SetOutput(w)
+		fmt.Fprint(w, validateUsage)
 		fs.PrintDefaults()
 	}
+	fs.Usage = func() {} // printed below: on stdout when asked for
 	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return 2
-	}
-	if *clientMax < 1 {
-		fmt.Fprintf(stderr, "validate: -max-attempts must be >= 1, got %d\n", *clientMax)
-		return 2
-	}
-	code := 0
-	for _, name := range fs.Args() {
-		if !validateFile(stdout, name, *clientMax) {
-			code = 1
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return exitValid
 		}
+		usage(stderr)
+		return exitUsage
+	}
+	if *version {
+		fmt.Fprintln(stdout, "rebound", moduleVersion())
+		return exitValid
+	}
+	switch {
+	case fs.NArg() == 0:
+		fmt.Fprintln(stderr, "validate: no FILE given")
+		usage(stderr)
+		return exitUsage
+	case *clientMax < 1:
+		fmt.Fprintf(stderr, "validate: -max-attempts must be >= 1, got %d\n", *clientMax)
+		return exitUsage
+	case *maxBytes < 1:
+		fmt.Fprintf(stderr, "validate: -max-bytes must be >= 1, got %d\n", *maxBytes)
+		return exitUsage
+	case *format != "text" && *format != "json":
+		fmt.Fprintf(stderr, "validate: -format must be text or json, got %q\n", *format)
+		return exitUsage
+	}
+	stdinUsed := false
+	var reports []fileReport
+	for _, name := range fs.Args() {
+		var data []byte
+		var err error
+		if name == "-" {
+			if stdinUsed {
+				fmt.Fprintln(stderr, `validate: "-" (standard input) given twice`)
+				return exitUsage
+			}
+			stdinUsed = true
+			data, err = readLimited(stdin, *maxBytes)
+		} else {
+			data, err = readFile(name, *maxBytes)
+		}
+		reports = append(reports, check(name, data, err, *clientMax, *maxBytes, *strict))
+	}
+	code := exitValid
+	for _, r := range reports {
+		if !r.Valid {
+			code = exitInvalid
+		}
+	}
+	if *format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(reports); err != nil {
+			fmt.Fprintln(stderr, "validate:", err)
+			return exitInvalid
+		}
+		return code
+	}
+	for _, r := range reports {
+		r.print(stdout)
 	}
 	return code
 }
 
-// validateFile prints the verdict on one file and reports whether it is
-// valid.
-func validateFile(w io.Writer, name string, clientMax int) bool {
-	data, err := readLimited(name)
-	if err != nil {
-		fmt.Fprintf(w, "%s: error: %v\n", name, err)
-		return false
+// moduleVersion returns the version of the rebound module this binary was
+// built from, as the Go toolchain recorded it: a tag, a pseudo-version, or
+// "(devel)" for a build inside the module's own tree.
+func moduleVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown version: built without module support)"
 	}
-	cfg, err := serviceconfig.Parse(data)
-	if err != nil {
-		for _, e := range splitErrors(err) {
-			fmt.Fprintf(w, "%s: error: %s\n", name, strings.TrimPrefix(e.Error(), "serviceconfig: "))
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && v == "(devel)" {
+			v += " " + s.Value
 		}
-		return false
 	}
-	for _, wn := range append(cfg.Warnings, serviceconfig.Lint(cfg)...) {
-		fmt.Fprintf(w, "%s: warning: %s\n", name, wn)
-	}
-	fmt.Fprintf(w, "%s: valid\n", name)
-	describe(w, cfg, clientMax)
-	return true
+	return v + " " + bi.GoVersion
 }
 
-func readLimited(name string) ([]byte, error) {
+// fileReport is the verdict on one file, as text or as JSON.
+type fileReport struct {
+	File            string          `json:"file"`
+	Valid           bool            `json:"valid"`
+	Findings        []finding       `json:"findings"`
+	RetryThrottling *throttleReport `json:"retryThrottling,omitempty"`
+	Methods         []methodReport  `json:"methods,omitempty"`
+}
+
+// finding is one error or warning.
+type finding struct {
+	Severity string `json:"severity"` // "error" or "warning"
+	Path     string `json:"path"`     // JSON path, or "" for the whole document
+	Line     int    `json:"line"`     // 0 when there is no place, as for a file that cannot be read
+	Col      int    `json:"col"`
+	Message  string `json:"message"`
+}
+
+type throttleReport struct {
+	MaxTokens  int     `json:"maxTokens"`
+	TokenRatio float64 `json:"tokenRatio"`
+	Threshold  float64 `json:"threshold"`
+}
+
+// methodReport is the effective policy of one methodConfig entry: every
+// setting it makes, with attempts clamped to the client's maximum.
+type methodReport struct {
+	Names                   []string       `json:"names"`
+	Timeout                 string         `json:"timeout,omitempty"`
+	WaitForReady            *bool          `json:"waitForReady,omitempty"`
+	MaxRequestMessageBytes  *int64         `json:"maxRequestMessageBytes,omitempty"`
+	MaxResponseMessageBytes *int64         `json:"maxResponseMessageBytes,omitempty"`
+	Retry                   *retryReport   `json:"retryPolicy,omitempty"`
+	Hedging                 *hedgingReport `json:"hedgingPolicy,omitempty"`
+}
+
+type retryReport struct {
+	Attempts              int      `json:"attempts"`
+	ConfiguredAttempts    int      `json:"configuredAttempts"`
+	RetryableStatusCodes  []string `json:"retryableStatusCodes"`
+	PerAttemptRecvTimeout string   `json:"perAttemptRecvTimeout,omitempty"`
+	// BackoffCeilings are the upper bounds of the random wait before each
+	// retry, in order.
+	BackoffCeilings []string `json:"backoffCeilings"`
+}
+
+type hedgingReport struct {
+	Attempts            int      `json:"attempts"`
+	ConfiguredAttempts  int      `json:"configuredAttempts"`
+	HedgingDelay        string   `json:"hedgingDelay"`
+	NonFatalStatusCodes []string `json:"nonFatalStatusCodes"`
+}
+
+// check parses one file's data (or reports readErr) into a fileReport.
+func check(name string, data []byte, readErr error, clientMax, maxBytes int, strict bool) fileReport {
+	r := fileReport{File: name, Findings: []finding{}}
+	if readErr != nil {
+		r.Findings = append(r.Findings, finding{Severity: "error", Message: readErr.Error()})
+		return r
+	}
+	cfg, err := serviceconfig.Parse(data, serviceconfig.MaxBytes(maxBytes))
+	var warns []serviceconfig.Warning
+	var pe *serviceconfig.ParseError
+	switch {
+	case err == nil:
+		warns = append(cfg.Warnings, serviceconfig.Lint(cfg)...)
+		slices.SortStableFunc(warns, func(a, b serviceconfig.Warning) int {
+			switch {
+			case before(a.Line, a.Column, b.Line, b.Column):
+				return -1
+			case before(b.Line, b.Column, a.Line, a.Column):
+				return 1
+			}
+			return 0
+		})
+	case errors.As(err, &pe):
+		warns = pe.Warnings
+	default:
+		r.Findings = append(r.Findings, finding{Severity: "error", Message: err.Error()})
+		return r
+	}
+	// Errors and warnings side by side, in document order.
+	var errs []*serviceconfig.Error
+	if pe != nil {
+		errs = pe.Errors
+	}
+	warnSeverity := "warning"
+	if strict {
+		warnSeverity = "error"
+	}
+	i, j := 0, 0
+	for i < len(errs) || j < len(warns) {
+		if j == len(warns) || (i < len(errs) && !before(warns[j].Line, warns[j].Column, errs[i].Line, errs[i].Column)) {
+			e := errs[i]
+			r.Findings = append(r.Findings, finding{"error", e.Path, e.Line, e.Column, e.Message})
+			i++
+		} else {
+			w := warns[j]
+			r.Findings = append(r.Findings, finding{warnSeverity, w.Path, w.Line, w.Column, w.Message})
+			j++
+		}
+	}
+	r.Valid = err == nil && (!strict || len(warns) == 0)
+	if err == nil {
+		r.describe(cfg, clientMax)
+	}
+	return r
+}
+
+// before reports whether position (l1, c1) comes before (l2, c2); a
+// position without a line (a summary such as "and 5 more") comes last.
+func before(l1, c1, l2, c2 int) bool {
+	switch {
+	case l1 == 0:
+		return false
+	case l2 == 0:
+		return true
+	}
+	return l1 < l2 || (l1 == l2 && c1 < c2)
+}
+
+func readFile(name string, maxBytes int) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	return readLimited(f, maxBytes)
+}
+
+// readLimited reads all of r, but stops with an error after maxBytes.
+func readLimited(r io.Reader, maxBytes int) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, int64(maxBytes)+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxConfigBytes {
-		return nil, fmt.Errorf("larger than %d bytes", maxConfigBytes)
+	if len(data) > maxBytes {
+		return nil, fmt.Errorf("larger than %d bytes (see -max-bytes)", maxBytes)
 	}
 	return data, nil
 }
 
-func splitErrors(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
-}
-
-// describe prints the effective policy of every method config.
-func describe(w io.Writer, cfg *serviceconfig.Config, clientMax int) {
+// describe records the effective policy of every method config.
+func (r *fileReport) describe(cfg *serviceconfig.Config, clientMax int) {
 	if t := cfg.RetryThrottling; t != nil {
-		fmt.Fprintf(w, "  retryThrottling: maxTokens %d, +%g per success, retries and hedges stop at or below %g tokens\n",
-			t.MaxTokens, t.TokenRatio, t.Threshold())
+		r.RetryThrottling = &throttleReport{t.MaxTokens, t.TokenRatio, t.Threshold()}
 	}
 	for i := range cfg.MethodConfigs {
 		mc := &cfg.MethodConfigs[i]
-		names := make([]string, len(mc.Names))
-		for j, n := range mc.Names {
-			names[j] = displayName(n)
+		m := methodReport{
+			Names:                   []string{},
+			WaitForReady:            mc.WaitForReady,
+			MaxRequestMessageBytes:  mc.MaxRequestMessageBytes,
+			MaxResponseMessageBytes: mc.MaxResponseMessageBytes,
 		}
-		fmt.Fprintf(w, "  %s\n", strings.Join(names, ", "))
+		for _, n := range mc.Names {
+			m.Names = append(m.Names, displayName(n))
+		}
 		if mc.Timeout > 0 {
-			fmt.Fprintf(w, "    timeout %v\n", mc.Timeout)
+			m.Timeout = serviceconfig.FormatDuration(mc.Timeout)
+		}
+		if p := mc.RetryPolicy; p != nil {
+			n := p.Attempts(clientMax)
+			rr := &retryReport{Attempts: n, ConfiguredAttempts: p.MaxAttempts, RetryableStatusCodes: codeNames(p.RetryableStatusCodes), BackoffCeilings: []string{}}
+			if p.PerAttemptRecvTimeout > 0 {
+				rr.PerAttemptRecvTimeout = serviceconfig.FormatDuration(p.PerAttemptRecvTimeout)
+			}
+			for retry := 1; retry < n; retry++ {
+				rr.BackoffCeilings = append(rr.BackoffCeilings, serviceconfig.FormatDuration(p.BackoffCeiling(retry)))
+			}
+			m.Retry = rr
+		}
+		if p := mc.HedgingPolicy; p != nil {
+			m.Hedging = &hedgingReport{p.Attempts(clientMax), p.MaxAttempts, serviceconfig.FormatDuration(p.HedgingDelay), codeNames(p.NonFatalStatusCodes)}
+		}
+		r.Methods = append(r.Methods, m)
+	}
+}
+
+func codeNames(s serviceconfig.CodeSet) []string {
+	out := []string{}
+	for _, c := range s.Codes() {
+		out = append(out, c.String())
+	}
+	return out
+}
+
+// print writes r as text: one line per finding, then the verdict and the
+// effective policies.
+func (r *fileReport) print(w io.Writer) {
+	errs, warns := 0, 0
+	for _, f := range r.Findings {
+		var b strings.Builder
+		b.WriteString(r.File)
+		if f.Line > 0 {
+			fmt.Fprintf(&b, ":%d:%d", f.Line, f.Col)
+		}
+		b.WriteString(": ")
+		if f.Severity == "warning" {
+			warns++
+			b.WriteString("warning: ")
+		} else {
+			errs++
+		}
+		if f.Path != "" {
+			b.WriteString(f.Path + ": ")
+		}
+		b.WriteString(f.Message)
+		fmt.Fprintln(w, b.String())
+	}
+	if !r.Valid {
+		fmt.Fprintf(w, "%s: invalid (%s, %s)\n", r.File, plural(errs, "error"), plural(warns, "warning"))
+		return
+	}
+	fmt.Fprintf(w, "%s: valid\n", r.File)
+	if t := r.RetryThrottling; t != nil {
+		fmt.Fprintf(w, "  retryThrottling: maxTokens %d, +%g per success, retries and hedges stop at or below %g tokens\n",
+			t.MaxTokens, t.TokenRatio, t.Threshold)
+	}
+	for _, m := range r.Methods {
+		if len(m.Names) == 0 {
+			fmt.Fprintln(w, "  (no names: applies to no method)")
+		} else {
+			fmt.Fprintf(w, "  %s\n", strings.Join(m.Names, ", "))
+		}
+		if m.Timeout != "" {
+			fmt.Fprintf(w, "    timeout %s\n", human(m.Timeout))
+		}
+		if m.WaitForReady != nil {
+			fmt.Fprintf(w, "    waitForReady %t\n", *m.WaitForReady)
+		}
+		if m.MaxRequestMessageBytes != nil {
+			fmt.Fprintf(w, "    maxRequestMessageBytes %d\n", *m.MaxRequestMessageBytes)
+		}
+		if m.MaxResponseMessageBytes != nil {
+			fmt.Fprintf(w, "    maxResponseMessageBytes %d\n", *m.MaxResponseMessageBytes)
 		}
 		switch {
-		case mc.RetryPolicy != nil:
-			p := mc.RetryPolicy
-			n := p.Attempts(clientMax)
-			fmt.Fprintf(w, "    retry: %d attempts%s on %s\n", n, clamped(p.MaxAttempts, n), p.RetryableStatusCodes)
-			for r := 1; r < n; r++ {
-				fmt.Fprintf(w, "      retry %d after random(0, %v)\n", r, p.BackoffCeiling(r))
+		case m.Retry != nil:
+			p := m.Retry
+			on := "on [" + strings.Join(p.RetryableStatusCodes, " ") + "]"
+			switch {
+			case p.PerAttemptRecvTimeout != "" && len(p.RetryableStatusCodes) == 0:
+				on = "on per-attempt timeouts only"
+			case p.PerAttemptRecvTimeout != "":
+				on += " and per-attempt timeouts"
 			}
-		case mc.HedgingPolicy != nil:
-			p := mc.HedgingPolicy
-			n := p.Attempts(clientMax)
-			fmt.Fprintf(w, "    hedging: %d attempts%s, one every %v, non-fatal %s\n", n, clamped(p.MaxAttempts, n), p.HedgingDelay, p.NonFatalStatusCodes)
+			fmt.Fprintf(w, "    retry: %d attempts%s %s\n", p.Attempts, clamped(p.ConfiguredAttempts, p.Attempts), on)
+			if p.PerAttemptRecvTimeout != "" {
+				fmt.Fprintf(w, "      perAttemptRecvTimeout %s: an attempt with no response headers, message or status by then is cancelled\n", human(p.PerAttemptRecvTimeout))
+			}
+			for i, c := range p.BackoffCeilings {
+				fmt.Fprintf(w, "      retry %d after random(0, %s)\n", i+1, human(c))
+			}
+		case m.Hedging != nil:
+			p := m.Hedging
+			fmt.Fprintf(w, "    hedging: %d attempts%s, one every %s, non-fatal [%s]\n",
+				p.Attempts, clamped(p.ConfiguredAttempts, p.Attempts), human(p.HedgingDelay), strings.Join(p.NonFatalStatusCodes, " "))
 		default:
 			fmt.Fprintln(w, "    no retries")
 		}
 	}
+}
+
+// human returns a duration of a report, written as in a config, the way Go
+// prints a time.Duration: "0.100s" as "100ms".
+func human(s string) string {
+	if d, err := serviceconfig.ParseDuration(s); err == nil {
+		return d.String()
+	}
+	return s
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func displayName(n serviceconfig.Name) string {
