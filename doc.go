@@ -32,6 +32,8 @@
 //	no retries           WithRetriesDisabled           WithRetriesDisabled           WithMaxAttempts(1)
 //	retry budget         retryThrottling, per server   retryThrottling, per server   WithBudget; by default a
 //	                       name (WithServerName)         name (WithServerName)         rebound.TokenBucket per host
+//	adaptive throttle    WithAdaptiveThrottle, per     WithAdaptiveThrottle, per     WithAdaptiveThrottle, per
+//	                       server name                   server name                   host
 //	hedging              hedgingPolicy                 hedgingPolicy (unary calls)   WithHedging(delay, n)
 //	server hint          grpc-retry-pushback-ms        grpc-retry-pushback-ms        Retry-After
 //	attempt number,      PreviousAttempts(ctx)         PreviousAttempts(header)      -
@@ -87,6 +89,17 @@
 // Errors describe themselves to strategies through [RetryInfo] (carried by
 // an error with a RetryInfo() RetryInfo method, see [Mark]) and [ErrorInfo].
 //
+// # Overload at fleet scale
+//
+// A retry budget learns from its own client's failures, and a client with
+// a thin slice of a fleet's traffic sees too few of them. Two tools do not
+// depend on that. The server's package shed sheds what it cannot serve and
+// tells the clients when to retry, or not to. On the client,
+// [AdaptiveThrottle] (the Google SRE book's adaptive throttling, behind
+// WithAdaptiveThrottle in each protocol package) keeps attempts home once
+// the server accepts fewer than 1/K of those sent; an attempt it keeps home
+// fails with [ErrRejectedLocally] and ends its call with [ErrThrottled].
+//
 // Time and randomness are injected: every strategy takes [WithClock] and
 // [WithRandom], so tests drive a fake clock instead of sleeping.
 //
@@ -95,9 +108,9 @@
 // A client that runs for months and talks to ever new servers keeps
 // bounded state, by one rule in every protocol package:
 //
-//   - The A6 throttle of a server name is shared by every client of the
-//     process with that name, for as long as any of them holds it; then it
-//     is freed.
+//   - The A6 throttle of a server name, and its adaptive throttle, are
+//     shared by every client of the process with that name (and config),
+//     for as long as any of them holds it; then they are freed.
 //   - grpcretry keeps its state per ClientConn and drops it once the conn
 //     is closed and collected.
 //   - connectretry (per server name) and httpretry (per host) keep the
