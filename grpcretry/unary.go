@@ -212,7 +212,8 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	ctx, as := startAttempt(ctx, u.span, u.attempts)
 	actx, cancel := perattempt.WithDeadline(ctx, u.timeout)
 	err := u.invoker(actx, u.method, u.req, u.reply, u.cc, u.opts...)
-	timedOut := err != nil && u.timeout > 0 && perattempt.TimedOut(ctx, actx)
+	timedOut := err != nil && u.timeout > 0 && (perattempt.TimedOut(ctx, actx) ||
+		status.Code(err) == codes.DeadlineExceeded && perattempt.ServerTimedOut(ctx, actx, u.timeout))
 	cancel()
 	if err == nil {
 		endAttempt(as, nil, rebound.RetryInfo{}, false)

@@ -100,6 +100,25 @@ func TimedOut(parent, actx context.Context) bool {
 	return !pok || dl.Before(pdl)
 }
 
+// ServerTimedOut reports whether a DEADLINE_EXCEEDED status that the
+// server returned for an attempt of timeout d, whose context is actx,
+// came from the attempt's own deadline, which the server received with
+// the request: the attempt has a deadline earlier than parent's and it
+// is due, give or take d/20 (at least 5ms). The server may see that
+// deadline pass first, since on the wire it is rounded down and starts
+// when the request arrives; a server's own earlier timeout stays an
+// ordinary status.
+func ServerTimedOut(parent, actx context.Context, d time.Duration) bool {
+	if parent.Err() != nil {
+		return false
+	}
+	dl, ok := actx.Deadline()
+	if pdl, pok := parent.Deadline(); !ok || pok && !dl.Before(pdl) {
+		return false
+	}
+	return time.Until(dl) <= max(d/20, 5*time.Millisecond)
+}
+
 // Info classifies an attempt cut by its timeout: retryable whatever the
 // policy's codes (gRPC core retries it even when DEADLINE_EXCEEDED is not
 // retryable), counted against the throttle as a failure, and a timeout
