@@ -56,6 +56,13 @@ func doValue[T any](ctx context.Context, c *Call[T], s Strategy, op func(context
 		last     error // the last attempt's error; nil before the first
 		attempts int
 	)
+	// A call budget counts the call, and each retry it admitted until
+	// that retry's attempt (or the wait before it) ends.
+	cb := callBudgetOf(s)
+	if cb != nil {
+		cb.StartCall()
+		defer cb.EndCall()
+	}
 	if f := deferred(s); f != nil {
 		// The built-in strategies' initial token has no delay and cannot
 		// be refused, so the first attempt runs before it is made: a call
@@ -92,11 +99,17 @@ func doValue[T any](ctx context.Context, c *Call[T], s Strategy, op func(context
 		}
 		if d := tok.Delay(); d > 0 {
 			if werr := wait(ctx, clockOf(s), d); werr != nil {
+				if cb != nil && paid(tok) {
+					cb.EndRetry()
+				}
 				return zero, c.gaveUp(last, werr, attempts)
 			}
 		}
 		attempts++
 		v, err := op(ctx)
+		if cb != nil && paid(tok) {
+			cb.EndRetry()
+		}
 		if err == nil {
 			// The attempt succeeded; a strategy that rejects its own token
 			// cannot change that.
@@ -143,4 +156,22 @@ func wait(ctx context.Context, c Clock, d time.Duration) error {
 		t.Stop()
 		return context.Cause(ctx)
 	}
+}
+
+// budgeted is implemented by strategies that hold a [Budget].
+type budgeted interface{ Budget() Budget }
+
+// callBudgetOf returns the budget of s when it counts calls, else nil.
+func callBudgetOf(s any) CallBudget {
+	if b, ok := s.(budgeted); ok {
+		cb, _ := b.Budget().(CallBudget)
+		return cb
+	}
+	return nil
+}
+
+// paid reports whether tok admits a retry the budget paid for.
+func paid(tok Token) bool {
+	tk, ok := tok.(*token)
+	return ok && tk.paid
 }

@@ -46,6 +46,9 @@ func NewHedger(p HedgingPolicy, opts ...Option) (*Hedger, error) {
 	return h, nil
 }
 
+// Budget returns the budget of the hedges, nil for none.
+func (h *Hedger) Budget() Budget { return h.s.budget }
+
 func (h *Hedger) delay() time.Duration {
 	if h.p.HedgingDelayFunc != nil {
 		return max(h.p.HedgingDelayFunc(), 0)
@@ -147,6 +150,17 @@ func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx contex
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	cb, _ := h.s.budget.(CallBudget)
+	if cb != nil {
+		cb.StartCall()
+		defer cb.EndCall()
+	}
+	// ended tells cb that hedge n, which Allow paid for, has ended.
+	ended := func(n int) {
+		if cb != nil && n > 1 {
+			cb.EndRetry()
+		}
+	}
 
 	maxAttempts := h.s.maxAttempts
 	results := make(chan hedgeResult[T], maxAttempts)
@@ -170,7 +184,7 @@ func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx contex
 	finish := func() {
 		cancel()
 		for ; running > 0; running-- {
-			<-results
+			ended((<-results).n)
 		}
 		for _, c := range cancels {
 			c()
@@ -249,6 +263,7 @@ func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx contex
 			return zero, c.gaveUp(last, context.Cause(parent), sent)
 		case r := <-results:
 			running--
+			ended(r.n)
 			if w := int(st.committed.Load()); w != 0 && w != r.n {
 				continue // cancelled, or about to be: the call is w's
 			}

@@ -59,6 +59,15 @@ func (s *strategy) RefreshToken(ctx context.Context, t rebound.Token, err error)
 
 func (s *strategy) RecordSuccess(t rebound.Token) error { return s.s.RecordSuccess(t) }
 
+// Budget is the wrapped strategy's budget, so that [rebound.DoValue]
+// tells a [rebound.CallBudget] of each call; nil for none.
+func (s *strategy) Budget() rebound.Budget {
+	if b, ok := s.s.(interface{ Budget() rebound.Budget }); ok {
+		return b.Budget()
+	}
+	return nil
+}
+
 // Clock is the clock [rebound.DoValue] waits on.
 func (s *strategy) Clock() rebound.Clock { return s.clock }
 

@@ -168,6 +168,19 @@ type Settings struct {
 	MaxAttempts int            // the client-side cap (A6 "Limits"); <= 0 means 5
 	Clock       rebound.Clock  // nil: the real clock
 	Random      rebound.Random // nil: the default source
+	Budget      rebound.Budget // WithBudget's, beside the throttle; nil for none
+}
+
+// budget returns what the strategies of a target spend: its throttle and
+// the client's budget, both of which must allow; nil for neither.
+func budget(throttle *rebound.Throttle, s Settings) rebound.Budget {
+	switch {
+	case throttle == nil:
+		return s.Budget
+	case s.Budget == nil:
+		return throttle
+	}
+	return rebound.AllBudgets(throttle, s.Budget)
 }
 
 // Strategies builds the strategy of a method config: a rebound.Retrier for a
@@ -176,8 +189,8 @@ type Settings struct {
 // for configs built by hand.
 func Strategies(mc *serviceconfig.MethodConfig, throttle *rebound.Throttle, s Settings) (*rebound.Retrier, *rebound.Hedger, error) {
 	opts := []rebound.Option{rebound.WithClassifier(rebound.Classify)}
-	if throttle != nil {
-		opts = append(opts, rebound.WithBudget(throttle))
+	if b := budget(throttle, s); b != nil {
+		opts = append(opts, rebound.WithBudget(b))
 	}
 	if s.Clock != nil {
 		opts = append(opts, rebound.WithClock(s.Clock))
@@ -207,8 +220,8 @@ func Strategies(mc *serviceconfig.MethodConfig, throttle *rebound.Throttle, s Se
 // failure the throttle counts as it counts a hedge's.
 func Once(throttle *rebound.Throttle, s Settings) *rebound.Retrier {
 	opts := []rebound.Option{rebound.WithClassifier(rebound.Classify)}
-	if throttle != nil {
-		opts = append(opts, rebound.WithBudget(throttle))
+	if b := budget(throttle, s); b != nil {
+		opts = append(opts, rebound.WithBudget(b))
 	}
 	if s.Clock != nil {
 		opts = append(opts, rebound.WithClock(s.Clock))

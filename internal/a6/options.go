@@ -30,6 +30,8 @@ type Options struct {
 	PerAttemptTimeout time.Duration
 	// TrustedOverrides lets a call's rebound.Override loosen its policy.
 	TrustedOverrides bool
+	// Budget is WithBudget's; nil for none.
+	Budget rebound.Budget
 	// Err is the first invalid option, prefixed with the package name.
 	Err error
 
@@ -113,7 +115,7 @@ func (o *Options) SetLogger(l *slog.Logger) {
 
 // Settings returns what Strategies needs of o.
 func (o *Options) Settings() Settings {
-	return Settings{MaxAttempts: o.MaxAttempts, Clock: o.Clock, Random: o.Random}
+	return Settings{MaxAttempts: o.MaxAttempts, Clock: o.Clock, Random: o.Random, Budget: o.Budget}
 }
 
 // SetPerAttemptTimeout is WithPerAttemptTimeout: d must be > 0.
