@@ -288,6 +288,11 @@ func TestValidate(t *testing.T) {
 		{"Bucket.RetryCost", func(c *Config) { c.Bucket.RetryCost = 0 }},
 		{"Bucket.TimeoutCost", func(c *Config) { c.Bucket.TimeoutCost = 0 }},
 		{"Bucket.SuccessRefund", func(c *Config) { c.Bucket.SuccessRefund = -1 }},
+		{"Adaptive.K", func(c *Config) { c.Adaptive.K = 0.5 }},
+		{"Adaptive.K", func(c *Config) { c.Adaptive.K = math.NaN() }},
+		{"Adaptive.Window", func(c *Config) { c.Adaptive.Window = time.Millisecond }},
+		{"RetryShare", func(c *Config) { c.RetryShare = 1 }},
+		{"RetryShare", func(c *Config) { c.RetryShare = math.NaN() }},
 	} {
 		c := DefaultConfig
 		tc.edit(&c)
