@@ -17,7 +17,9 @@ import (
 	"github.com/rebound-go/rebound/shed"
 )
 
-type echo struct{ testpb.UnimplementedTestServiceServer }
+type echo struct {
+	testpb.UnimplementedTestServiceServer
+}
 
 func (echo) UnaryCall(context.Context, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 	return &testpb.SimpleResponse{}, nil
