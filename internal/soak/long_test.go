@@ -44,8 +44,10 @@ const (
 	longSoakSVGEnv = "REBOUND_LONG_SOAK_SVG"
 )
 
-// Attempts each client may make per call.
+// Attempts each client may make per call, and each call's deadline.
 const (
+	callTimeout = time.Second
+
 	longRetryAttempts   = 4
 	longHedgeAttempts   = 3
 	longConnectAttempts = 4
@@ -94,6 +96,7 @@ type longCaller struct {
 	aborted atomic.Int64 // cancelled by their caller
 	attempt atomic.Int64
 	longest atomic.Int64 // nanoseconds of the longest call
+	late    atomic.Int64 // calls that returned more than 100ms past their deadline
 }
 
 // TestLongSoak runs grpcretry, connectretry and httpretry clients for
@@ -181,9 +184,11 @@ func TestLongSoak(t *testing.T) {
 	}
 
 	for _, cl := range callers {
-		t.Logf("%s: %d calls, %.1f%% OK, %d cancelled by their caller, %.2f attempts/call (at most %d), longest %v",
+		// How late a call returns depends on the machine's load, so it
+		// is reported, not checked.
+		t.Logf("%s: %d calls, %.1f%% OK, %d cancelled by their caller, %.2f attempts/call (at most %d), longest %v, %d returned over 100ms past their deadline",
 			cl.name, cl.calls, 100*float64(cl.ok)/float64(max(cl.calls, 1)), cl.aborted,
-			float64(cl.attempts)/float64(max(cl.calls, 1)), cl.max, cl.longest.Round(time.Millisecond))
+			float64(cl.attempts)/float64(max(cl.calls, 1)), cl.max, cl.longest.Round(time.Millisecond), cl.late)
 		if cl.calls == 0 || cl.ok == 0 {
 			t.Errorf("%s: %d calls, %d OK", cl.name, cl.calls, cl.ok)
 		}
@@ -211,6 +216,7 @@ type callerResult struct {
 	max                          int
 	calls, ok, aborted, attempts int64
 	longest                      time.Duration
+	late                         int64
 }
 
 // longLoad runs the soak's servers and clients for d, sampling the
@@ -253,7 +259,7 @@ func longLoad(t *testing.T, d time.Duration, sched schedule) ([]sample, []caller
 				rng := rand.New(rand.NewPCG(uint64(ci), uint64(w)))
 				for i := 0; ctx.Err() == nil; i++ {
 					p := fmt.Sprintf("%s-%d-%d", cl.name, w, i)
-					callCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+					callCtx, cancel := context.WithTimeout(context.Background(), callTimeout)
 					// One call in ten is abandoned by its caller within
 					// 20ms, often in the middle of an attempt or a wait.
 					var abandoned atomic.Bool
@@ -275,6 +281,9 @@ func longLoad(t *testing.T, d time.Duration, sched schedule) ([]sample, []caller
 					cl.attempt.Add(int64(n))
 					if took > time.Duration(cl.longest.Load()) {
 						cl.longest.Store(int64(took))
+					}
+					if took > callTimeout+100*time.Millisecond {
+						cl.late.Add(1)
 					}
 					switch {
 					case why != nil:
@@ -327,7 +336,7 @@ func longLoad(t *testing.T, d time.Duration, sched schedule) ([]sample, []caller
 	var results []callerResult
 	for _, cl := range callers {
 		results = append(results, callerResult{name: cl.name, max: cl.max, calls: cl.calls.Load(), ok: cl.ok.Load(),
-			aborted: cl.aborted.Load(), attempts: cl.attempt.Load(), longest: time.Duration(cl.longest.Load())})
+			aborted: cl.aborted.Load(), attempts: cl.attempt.Load(), longest: time.Duration(cl.longest.Load()), late: cl.late.Load()})
 	}
 	return samples, results
 }
