@@ -396,14 +396,14 @@ func (p *parser) at(f *fields, i int) { p.push(keyAt(f.key[i])) }
 // fields names, matched as grpc-go (encoding/json) matches them: ignoring
 // case, the last member naming a field winning. It warns of spellings other
 // than A6's, repeated fields and unknown keys.
-func (p *parser) object(v value, names []string) (f fields, ok bool) {
+func (p *parser) object(f *fields, v value, names []string) bool {
 	if v.kind != jsonObject {
 		if len(p.path) == 0 {
 			p.errorf(v, "a service config must be a JSON object, got %s", v.kind)
 		} else {
 			p.errorf(v, "must be a JSON object, got %s", v.kind)
 		}
-		return f, false
+		return false
 	}
 	it := p.d.iter(v)
 	for {
@@ -431,7 +431,7 @@ func (p *parser) object(v value, names []string) (f fields, ok bool) {
 			f.v[i], f.key[i], f.seen[i] = val, key, true
 		}
 	}
-	return f, true
+	return true
 }
 
 // matchField returns the index of the name that key names, and whether it
@@ -503,7 +503,8 @@ func (p *parser) config(root value) *Config {
 		p.warnf(root, "a null service config is read as {}, as grpc-go reads it; write {}")
 		return c
 	}
-	f, ok := p.object(root, rootFields)
+	var f fields
+	ok := p.object(&f, root, rootFields)
 	if !ok {
 		return c
 	}
@@ -525,15 +526,32 @@ func (p *parser) config(root value) *Config {
 		if v.kind != jsonArray {
 			p.errorf(v, "must be a JSON array of objects, got %s", v.kind)
 		} else {
-			it := p.d.iter(v)
-			for i := 0; ; i++ {
+			// Count first, so that the entries are allocated once; an
+			// entry that is not an object makes the config invalid, and
+			// then none are kept.
+			n, valid := 0, p.errs.total == 0
+			for it := p.d.iter(v); ; n++ {
 				e, more := it.next()
 				if !more {
 					break
 				}
-				c.MethodConfigs = append(c.MethodConfigs, MethodConfig{})
+				valid = valid && (e.kind == jsonObject || e.kind == jsonNull)
+			}
+			var scratch MethodConfig
+			if valid && n > 0 {
+				c.MethodConfigs = make([]MethodConfig, n)
+			}
+			it := p.d.iter(v)
+			for i := range n {
+				e, _ := it.next()
+				mc := &scratch
+				if c.MethodConfigs != nil {
+					mc = &c.MethodConfigs[i]
+				} else {
+					scratch = MethodConfig{}
+				}
 				p.push(index(i))
-				p.methodConfig(&c.MethodConfigs[i], e, i)
+				p.methodConfig(mc, e, i)
 				p.pop()
 			}
 		}
@@ -564,7 +582,8 @@ func (p *parser) methodConfig(mc *MethodConfig, v value, i int) {
 		p.warnf(v, "null is read as {}, an entry that applies to no method, as grpc-go reads it; remove it")
 		return
 	}
-	f, ok := p.object(v, methodFields)
+	var f fields
+	ok := p.object(&f, v, methodFields)
 	if !ok {
 		return
 	}
@@ -672,7 +691,8 @@ func (p *parser) name(e value) (Name, bool) {
 		p.warnf(e, "null is read as {}, the default name, as grpc-go reads it; write {}")
 		return n, true
 	}
-	f, ok := p.object(e, nameFields)
+	var f fields
+	ok := p.object(&f, e, nameFields)
 	if !ok {
 		return n, false
 	}
@@ -717,7 +737,8 @@ const (
 )
 
 func (p *parser) retryPolicy(v value, i int) *RetryPolicy {
-	f, ok := p.object(v, retryFields)
+	var f fields
+	ok := p.object(&f, v, retryFields)
 	if !ok {
 		return nil
 	}
@@ -790,7 +811,8 @@ func (p *parser) retryPolicy(v value, i int) *RetryPolicy {
 var hedgingFields = []string{"maxAttempts", "hedgingDelay", "nonFatalStatusCodes", "perAttemptRecvTimeout"}
 
 func (p *parser) hedgingPolicy(v value, i int) *HedgingPolicy {
-	f, ok := p.object(v, hedgingFields)
+	var f fields
+	ok := p.object(&f, v, hedgingFields)
 	if !ok {
 		return nil
 	}
@@ -821,7 +843,8 @@ func (p *parser) hedgingPolicy(v value, i int) *HedgingPolicy {
 var throttlingFields = []string{"maxTokens", "tokenRatio"}
 
 func (p *parser) retryThrottling(v value) *RetryThrottling {
-	f, ok := p.object(v, throttlingFields)
+	var f fields
+	ok := p.object(&f, v, throttlingFields)
 	if !ok {
 		return nil
 	}
@@ -1032,16 +1055,18 @@ func (p *parser) code(v value) (Code, bool) {
 	switch v.kind {
 	case jsonNumber:
 		raw := p.d.raw(v)
-		if bytes.ContainsAny(raw, ".eE") {
-			p.errorFn(v, func() string { return "status code must be an integer or a name, got " + p.d.show(v) })
-			return 0, false
+		digits := raw
+		if raw[0] == '-' {
+			digits = raw[1:]
 		}
-		digits := bytes.TrimPrefix(raw, []byte("-"))
 		c := 0
 		for _, b := range digits {
-			c = c*10 + int(b-'0')
-			if c > int(maxCode) {
-				break
+			if b < '0' || b > '9' { // a fraction or an exponent
+				p.errorFn(v, func() string { return "status code must be an integer or a name, got " + p.d.show(v) })
+				return 0, false
+			}
+			if c <= int(maxCode) {
+				c = c*10 + int(b-'0')
 			}
 		}
 		if c > int(maxCode) || (len(raw) > len(digits) && c != 0) {
