@@ -21,7 +21,7 @@ const DefaultMaxBytes = 4 << 20
 // counts the rest in a final "and N more" entry.
 const maxProblems = 100
 
-// ParseOption changes how [Parse] reads a config.
+// ParseOption changes how [Parse] reads a config. [MaxBytes] makes one.
 type ParseOption interface{ apply(*parseOptions) }
 
 type parseOptions struct{ maxBytes int }
@@ -146,7 +146,10 @@ func Parse(data []byte, opts ...ParseOption) (*Config, error) {
 }
 
 // ParseError is the error [Parse] returns: the problems that make a config
-// invalid, and the warnings found beside them, each in document order.
+// invalid, and the warnings found beside them, each in document order, so
+// that a tool can show both. Errors is never empty in an error from Parse.
+// A ParseError is not modified after Parse returns it and is safe for
+// concurrent reads.
 type ParseError struct {
 	Errors   []*Error
 	Warnings []Warning

@@ -8,10 +8,16 @@
 // grpc-go status code of the same number, and durations are time.Duration
 // values.
 //
-// [Parse] checks every rule of A6 and reports every problem at once, each
-// named by its JSON path:
+// [Parse] checks every rule of A6 and reports the problems all at once (the
+// first 100), each named by its JSON path and located by line and column:
 //
 //	serviceconfig: methodConfig[1].retryPolicy.initialBackoff: must be greater than 0
+//
+// A config that grpc-go's own parser accepts is accepted too, with a warning
+// for each spelling A6 does not use, so that configs move over from
+// grpc-go's built-in retries unchanged. Parse's time and memory are linear
+// in its input, which is limited to [DefaultMaxBytes] unless [MaxBytes]
+// says otherwise.
 //
 // [Config.MethodConfig] finds the settings for a call without allocating,
 // and [Lint] points out status codes that AIP-194 advises against retrying.
