@@ -32,6 +32,8 @@ type Interceptor struct {
 	opts options
 	err  error             // an invalid option, reported by every call
 	rec  *observe.Recorder // nil in the zero value and after an invalid option
+	// tracer is nil without WithTracerProvider.
+	tracer *observe.Tracer
 
 	last    atomic.Pointer[target]        // the target of the latest call
 	targets *bounded.Map[string, *target] // by server name; nil in the zero value
@@ -67,7 +69,8 @@ func New(cfg *serviceconfig.Config, opts ...Option) (*Interceptor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connectretry: WithMeterProvider: %w", err)
 	}
-	return &Interceptor{cfg: cfg, opts: o, rec: rec, targets: bounded.New[string, *target](bounded.DefaultMax)}, nil
+	tracer := observe.NewTracer(o.TracerProvider, "github.com/rebound-go/rebound/connectretry", observe.SystemConnect)
+	return &Interceptor{cfg: cfg, opts: o, rec: rec, tracer: tracer, targets: bounded.New[string, *target](bounded.DefaultMax)}, nil
 }
 
 // Stats returns a snapshot of the retry statistics (gRFC A6) of the calls

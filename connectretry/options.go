@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
@@ -83,6 +84,31 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // nothing is spent on logging, while l does not log at debug level.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(o *options) { o.SetLogger(l) })
+}
+
+// WithTracerProvider traces every call that a retry or hedging policy
+// governs with tp, as gRFC A72 does: a span "Sent.pkg.Service.Method" for
+// the call, the child of the caller's span, and a child
+// "Attempt.pkg.Service.Method" for each attempt, hedges included, with the
+// attributes previous-rpc-attempts and transparent-retry (always false:
+// connect has no transparent retries) and the OpenTelemetry RPC
+// conventions' (rpc.system.name "connectrpc", rpc.method, server.address,
+// rpc.response.status_code with connect's code names). An attempt's span
+// ends with that attempt's result; the call's with the call's (for a
+// server stream, when its response is closed or fails). Events on the
+// call's span tell what retrying decided: "backoff started" (with
+// rebound.delay in seconds), "pushback received", "hedge sent", "hedge
+// throttled" or "retry throttled", "hedge cancelled" (another attempt
+// won), "committed" (rebound.why) and "retrying stopped"
+// (rebound.reason).
+//
+// The context of each attempt carries its span, so what runs inside it
+// hangs under it: the spans of the interceptors after this one (such as
+// otelconnect's) and the trace context they send to the server. rebound
+// sends no trace context itself. Without this option nothing is traced,
+// and calls cost nothing more.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(o *options) { o.SetTracerProvider(tp) })
 }
 
 func buildOptions(opts []Option) options {

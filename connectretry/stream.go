@@ -40,8 +40,19 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 		}
 		mc := i.cfg.MethodConfig(spec.Procedure)
 		ctx, cancel := withTimeout(ctx, mc)
-		conn := next(ctx, spec)
-		if i.opts.Disabled || mc == nil || mc.RetryPolicy == nil || spec.StreamType != connect.StreamTypeServer {
+		once := i.opts.Disabled || mc == nil || mc.RetryPolicy == nil || spec.StreamType != connect.StreamTypeServer
+		var (
+			span *observe.CallSpan
+			as   *observe.AttemptSpan
+			actx = ctx
+		)
+		if !once && i.tracer != nil {
+			// The first attempt opens now: its span must be in its context.
+			ctx, span = i.tracer.StartRPC(ctx, spec.Procedure, "")
+			actx, as = span.StartAttempt(ctx, 1)
+		}
+		conn := next(actx, spec)
+		if once {
 			var th *rebound.Throttle
 			if i.countsUnpoliced() {
 				th = i.target(conn.Peer().Addr).throttle
@@ -53,7 +64,7 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 		}
 		return &serverStream{
 			i: i, ctx: ctx, cancel: cancel, next: next, spec: spec, mc: mc, n: n,
-			first: conn, conn: conn, clock: i.clock(),
+			first: conn, conn: conn, clock: i.clock(), span: span, as: as,
 		}
 	}
 }
@@ -86,6 +97,8 @@ type serverStream struct {
 	err       error // the retry loop's error
 	clock     rebound.Clock
 	tr        observe.Tracker
+	span      *observe.CallSpan    // nil unless the interceptor traces
+	as        *observe.AttemptSpan // the current attempt's span
 }
 
 func (s *serverStream) Spec() connect.Spec         { return s.first.Spec() }
@@ -114,7 +127,7 @@ func (s *serverStream) Receive(msg any) error {
 		if s.err != nil {
 			return s.err
 		}
-		return s.conn.Receive(msg)
+		return s.ended(s.conn.Receive(msg))
 	}
 	s.mu.Lock()
 	replayable := s.sends == 1 && s.closed
@@ -123,7 +136,7 @@ func (s *serverStream) Receive(msg any) error {
 		// The request is not complete, or not one message: it cannot be
 		// replayed, so this attempt is the only one.
 		s.commitFirst("request not replayable")
-		return s.conn.Receive(msg)
+		return s.ended(s.conn.Receive(msg))
 	}
 	s.committed = true
 	t := s.i.target(s.first.Peer().Addr)
@@ -133,7 +146,7 @@ func (s *serverStream) Receive(msg any) error {
 		return s.err
 	}
 	d := s.i.rec.Decisions(s.ctx, s.spec.Procedure, t.name)
-	call := observe.Hooks[struct{}](&d)
+	call := observe.Traced[struct{}](&d, s.span)
 	_, err := call.Retry(s.ctx, p.retry, func(context.Context) (struct{}, error) { return struct{}{}, s.attempt(msg) })
 	if s.n != nil {
 		*s.n = s.attempts
@@ -144,13 +157,28 @@ func (s *serverStream) Receive(msg any) error {
 			why = "response ended without a message"
 		}
 		s.i.rec.Log(s.ctx, "rebound: committed", s.spec.Procedure, t.name, slog.Int("attempt", s.attempts), slog.String("why", why))
+		s.span.Committed(s.attempts, why)
 	}
 	s.i.end(s.ctx, &s.tr, 0, s.spec.Procedure, t.name, false, err)
 	if err != nil {
 		s.err = giveUp(s.ctx, err)
+		endCall(s.span, s.err)
 		return s.err
 	}
-	return s.eof // nil, or the io.EOF of a stream without messages
+	if s.eof != nil {
+		return s.ended(s.eof) // the io.EOF of a stream without messages
+	}
+	return nil
+}
+
+// ended ends the spans of the call and its committed attempt once the
+// response has ended with err; it returns err.
+func (s *serverStream) ended(err error) error {
+	if err != nil && s.span != nil {
+		endAttempt(s.as, err, false)
+		endCall(s.span, err)
+	}
+	return err
 }
 
 // commitFirst commits the call to its first attempt without running the
@@ -165,6 +193,7 @@ func (s *serverStream) commitFirst(why string) {
 	target := s.i.target(s.first.Peer().Addr).name
 	if why != "" {
 		s.i.rec.Log(s.ctx, "rebound: committed", s.spec.Procedure, target, slog.Int("attempt", 1), slog.String("why", why))
+		s.span.Committed(1, why)
 	}
 	s.i.end(s.ctx, &s.tr, 0, s.spec.Procedure, target, false, nil)
 }
@@ -175,8 +204,11 @@ func (s *serverStream) attempt(msg any) error {
 	s.attempts++
 	if s.attempts > 1 {
 		s.tr.Start(s.clock.Now())
-		if err := s.replay(); err != nil {
+		ctx := s.ctx
+		ctx, s.as = s.span.StartAttempt(ctx, s.attempts)
+		if err := s.replay(ctx); err != nil {
 			s.tr.Failed(s.attempts, rebound.RetryInfo{}, s.clock.Now())
+			endAttempt(s.as, err, false)
 			return &attemptError{err: err} // not retryable
 		}
 	} else {
@@ -192,18 +224,21 @@ func (s *serverStream) attempt(msg any) error {
 	}
 	ae := classify(err, s.mc.RetryPolicy.RetryableStatusCodes)
 	s.tr.Failed(s.attempts, ae.info, s.clock.Now())
+	endAttempt(s.as, ae, false)
 	return ae
 }
 
 // replay closes the failed attempt and sends the request again on a new
 // one, with the first attempt's request header and the attempts header.
-func (s *serverStream) replay() error {
+func (s *serverStream) replay(ctx context.Context) error {
 	_ = s.conn.CloseResponse()
-	c := s.next(s.ctx, s.spec)
+	c := s.next(ctx, s.spec)
 	s.conn = c
 	h := c.RequestHeader()
 	for k, v := range s.first.RequestHeader() {
-		if !slices.Contains(timeoutKeys, k) {
+		// What the new attempt has already, connect or the interceptors
+		// after this one set for it (its own traceparent, say).
+		if _, own := h[k]; !own && !slices.Contains(timeoutKeys, k) {
 			h[k] = slices.Clone(v)
 		}
 	}
@@ -228,6 +263,8 @@ func (s *serverStream) ResponseTrailer() http.Header {
 
 func (s *serverStream) CloseResponse() error {
 	s.commitFirst("")
+	// Closed by the caller: whatever it had read is the call's result.
+	s.ended(io.EOF)
 	err := s.conn.CloseResponse()
 	if s.cancel != nil {
 		s.cancel()

@@ -67,19 +67,28 @@ func (i *Interceptor) unary(ctx context.Context, next connect.UnaryFunc, req con
 		return nil, policyError(spec.Procedure, p.err)
 	}
 	d := i.rec.Decisions(ctx, spec.Procedure, t.name)
-	if p.hedge != nil {
-		return i.hedgeUnary(ctx, &d, p.hedge, mc.HedgingPolicy.NonFatalStatusCodes, next, req, spec.Procedure, t.name, n)
+	var span *observe.CallSpan
+	if i.tracer != nil {
+		ctx, span = i.tracer.StartRPC(ctx, spec.Procedure, req.Peer().Addr)
 	}
-	u := unaryCall{next: next, req: req, codes: mc.RetryPolicy.RetryableStatusCodes, clock: i.clock()}
-	call := observe.Hooks[connect.AnyResponse](&d)
+	if p.hedge != nil {
+		resp, err := i.hedgeUnary(ctx, &d, span, p.hedge, mc.HedgingPolicy.NonFatalStatusCodes, next, req, spec.Procedure, t.name, n)
+		endCall(span, err)
+		return resp, err
+	}
+	u := unaryCall{next: next, req: req, codes: mc.RetryPolicy.RetryableStatusCodes, clock: i.clock(), span: span}
+	call := observe.Traced[connect.AnyResponse](&d, span)
 	resp, err := call.Retry(ctx, p.retry, u.attempt)
 	if n != nil {
 		*n = u.attempts
 	}
 	i.end(ctx, u.tr, u.attempts, spec.Procedure, t.name, false, err)
 	if err != nil {
-		return nil, giveUp(ctx, err)
+		err = giveUp(ctx, err)
+		endCall(span, err)
+		return nil, err
 	}
+	endCall(span, nil)
 	return resp, nil
 }
 
@@ -108,7 +117,8 @@ type unaryCall struct {
 	// tr follows the attempts from the first failure on. It is made then,
 	// not held by value: a Tracker's lock would move the whole unaryCall
 	// to the heap, an allocation on every call's success path.
-	tr *observe.Tracker
+	tr   *observe.Tracker
+	span *observe.CallSpan // nil unless the interceptor traces
 }
 
 // attempt makes one attempt. The first sends the caller's request as it is;
@@ -121,9 +131,11 @@ func (u *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
 		u.tr.Start(u.clock.Now()) // an attempt failed before: tr is set
 		req = &attemptRequest{AnyRequest: u.req, header: attemptHeader(u.req.Header(), u.attempts-1)}
 	}
+	ctx, as := u.span.StartAttempt(ctx, u.attempts)
 	resp, err := u.next(ctx, req)
 	if err != nil {
 		ae := classify(err, u.codes)
+		endAttempt(as, ae, false)
 		if u.tr == nil {
 			u.tr = new(observe.Tracker)
 			u.tr.Start(time.Time{}) // the first attempt, whose start is not needed
@@ -131,6 +143,7 @@ func (u *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
 		u.tr.Failed(u.attempts, ae.info, u.clock.Now())
 		return nil, ae
 	}
+	endAttempt(as, nil, false)
 	return resp, nil
 }
 
@@ -220,26 +233,32 @@ func classify(err error, codes serviceconfig.CodeSet) *attemptError {
 //
 // Hedged attempts overlap, so no delay between them is measured, and the
 // clock is not read.
-func (i *Interceptor) hedgeUnary(ctx context.Context, d *observe.Decisions, hd *rebound.Hedger, codes serviceconfig.CodeSet, next connect.UnaryFunc, req connect.AnyRequest, procedure, target string, n *int) (connect.AnyResponse, error) {
+func (i *Interceptor) hedgeUnary(ctx context.Context, d *observe.Decisions, span *observe.CallSpan, hd *rebound.Hedger, codes serviceconfig.CodeSet, next connect.UnaryFunc, req connect.AnyRequest, procedure, target string, n *int) (connect.AnyResponse, error) {
 	type won struct {
 		resp connect.AnyResponse
 		req  connect.AnyRequest
 	}
 	header := req.Header()
 	var tr observe.Tracker
-	op := func(ctx context.Context, attempt int) (won, error) {
+	op := func(hctx context.Context, attempt int) (won, error) {
 		tr.Start(time.Time{})
 		r := copyRequest(req)
-		resp, err := next(ctx, &attemptRequest{AnyRequest: r, header: attemptHeader(header, attempt-1)})
+		actx, as := span.StartAttempt(hctx, attempt)
+		resp, err := next(actx, &attemptRequest{AnyRequest: r, header: attemptHeader(header, attempt-1)})
+		// An attempt cancelled while the call goes on has lost: the call
+		// ended with another attempt.
+		lost := hctx.Err() != nil && ctx.Err() == nil
 		if err != nil {
 			ae := classify(err, codes)
+			endAttempt(as, ae, lost)
 			tr.Failed(attempt, ae.info, time.Time{})
 			return won{}, ae
 		}
+		endAttempt(as, nil, lost)
 		return won{resp, r}, nil
 	}
 	d.Tracker = &tr // to hear of a hedge the budget refuses, for Stats
-	call := observe.Hooks[won](d)
+	call := observe.Traced[won](d, span)
 	w, err := call.Hedge(hedgeContext{ctx}, hd, op)
 	// Hedge has waited for every attempt: tr is complete.
 	if n != nil {
