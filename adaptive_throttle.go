@@ -66,11 +66,15 @@ func (c AdaptiveThrottleConfig) Validate() error {
 //
 //	max(0, (requests − K × accepts) / (requests + 1))
 //
-// While the server accepts nearly everything, nothing is rejected. When it
-// starts refusing, the client sends about K requests per request it
-// accepts, whatever the callers ask: the server's load from refusals is
-// capped at (K − 1) times the work it does, and in a full outage almost
-// nothing is sent. Unlike a retry budget, it needs no failures of its own
+// While the server accepts nearly everything, nothing is rejected. Once the
+// window holds more than K requests per accept, requests are kept home:
+// in a sustained overload the client settles at about K requests sent per
+// request accepted, whatever the callers ask, so the server's load from
+// refusals stays near (K − 1) times the work it does; in a long full
+// outage almost nothing is sent. It reacts at the pace of its window: an
+// outage much shorter than the window barely moves it, and after a long
+// one it keeps rejecting until new accepts outweigh the outage's requests
+// (the share of requests it sends about doubles per window). Unlike a retry budget, it needs no failures of its own
 // to learn from: every request counts, so a client that sends one request
 // a minute still sees its share of the outage in its window.
 //
