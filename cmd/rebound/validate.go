@@ -242,7 +242,10 @@ func check(name string, data []byte, readErr error, clientMax, maxBytes int, str
 	for i < len(errs) || j < len(warns) {
 		if j == len(warns) || (i < len(errs) && !before(warns[j].Line, warns[j].Column, errs[i].Line, errs[i].Column)) {
 			e := errs[i]
-			r.Findings = append(r.Findings, finding{"error", e.Path, e.Line, e.Column, e.Message})
+			// A syntax error says where it is in its message too, for
+			// callers of Parse that print only that; the finding has it.
+			msg := strings.TrimSuffix(e.Message, fmt.Sprintf(" (line %d, column %d)", e.Line, e.Column))
+			r.Findings = append(r.Findings, finding{"error", e.Path, e.Line, e.Column, msg})
 			i++
 		} else {
 			w := warns[j]

@@ -113,7 +113,7 @@ func TestValidateInvalid(t *testing.T) {
 	// A JSON syntax error has a place too.
 	p := writeFile(t, "{\n  \"methodConfig\": [,]\n}")
 	out, _, code = runCLI(t, "validate", p)
-	if code != 1 || !strings.HasPrefix(out, p+":2:20: invalid JSON: invalid character ',' looking for beginning of value") {
+	if code != 1 || !strings.HasPrefix(out, p+":2:20: invalid JSON: invalid character ',' looking for beginning of value\n") {
 		t.Errorf("syntax error: exit %d:\n%s", code, out)
 	}
 }
