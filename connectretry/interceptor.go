@@ -65,6 +65,10 @@ func New(cfg *serviceconfig.Config, opts ...Option) (*Interceptor, error) {
 	if o.Err != nil {
 		return nil, o.Err
 	}
+	if cfg == nil {
+		// A trusted override may still give a call a policy.
+		cfg = &serviceconfig.Config{}
+	}
 	rec, err := observe.New(o.MeterProvider, o.Logger, "github.com/rebound-go/rebound/connectretry", observe.GRPC)
 	if err != nil {
 		return nil, fmt.Errorf("connectretry: WithMeterProvider: %w", err)
@@ -134,12 +138,18 @@ func (i *Interceptor) policy(t *target, mc *serviceconfig.MethodConfig) *policyE
 	if v, ok := t.policies.Load(mc); ok {
 		return v.(*policyEntry)
 	}
+	v, _ := t.policies.LoadOrStore(mc, i.newPolicy(t, mc))
+	return v.(*policyEntry)
+}
+
+// newPolicy makes the strategy for mc on t, for [Interceptor.policy] to
+// keep, or for one call whose Override changed its method config.
+func (i *Interceptor) newPolicy(t *target, mc *serviceconfig.MethodConfig) *policyEntry {
 	e := &policyEntry{err: t.err}
 	if e.err == nil {
 		e.retry, e.hedge, e.err = a6.Strategies(mc, t.throttle, i.opts.Settings())
 	}
-	v, _ := t.policies.LoadOrStore(mc, e)
-	return v.(*policyEntry)
+	return e
 }
 
 // clock returns the clock that retry delays run on, for measuring them.

@@ -2,6 +2,7 @@ package connectretry
 
 import (
 	"log/slog"
+	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -109,6 +110,48 @@ func WithLogger(l *slog.Logger) Option {
 // and calls cost nothing more.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(o *options) { o.SetTracerProvider(tp) })
+}
+
+// WithPerAttemptTimeout cuts an attempt of a call under a retryPolicy that
+// has not committed within d, and retries it (gRPC core's
+// perAttemptRecvTimeout, which the service config can set too; with both,
+// the smaller applies). d must be > 0.
+//
+// The timer starts when the attempt is handed to connect, after any
+// backoff, and stops when the attempt commits: when a unary call returns,
+// or a server stream's first message (or its end) arrives. A committed
+// stream is never cut. A unary attempt's deadline is the earlier of its
+// start plus d and the call's deadline, and goes to the server with the
+// request (Connect-Timeout-Ms or grpc-timeout), so the server drops work
+// the client has given up on; a stream keeps the call's deadline on the
+// wire, and its timer is the client's alone.
+//
+// When the timer fires, only that attempt is cancelled. The call is then
+// retried even if deadline_exceeded is not in retryableStatusCodes, within
+// maxAttempts, backoff, the call's deadline and the throttle, which counts
+// the attempt as a failure. When no attempt follows, the call ends with
+// connect.CodeDeadlineExceeded, a message naming the per-attempt timeout,
+// and an error for which errors.Is(err, rebound.ErrAttemptTimeout) holds.
+// gRPC core ends such a call CANCELLED; rebound does not, because a
+// deadline is what passed, and callers treat the two codes differently:
+// deadline_exceeded says the server was too slow, canceled that the caller
+// gave up, which code commonly ignores as intended. Hedged calls are not
+// timed: their hedgingDelay sends the next attempt instead.
+func WithPerAttemptTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.SetPerAttemptTimeout(d) })
+}
+
+// WithTrustedOverrides lets [NewOverrideContext] loosen a method's policy:
+// more attempts than the service config allows, codes it does not retry, a
+// longer per-attempt timeout, or a retry policy on a method that has none
+// (with rebound.DefaultBackoff). Without it, an override only tightens,
+// and what it asks beyond the config is held to the config and logged at
+// debug level ([WithLogger]). Give it only when every caller that can set
+// an override is trusted: an override taken from a request (a header
+// passed on, a tenant's setting) could otherwise multiply the load on a
+// struggling backend. [WithMaxAttempts] and the throttle hold either way.
+func WithTrustedOverrides() Option {
+	return optionFunc(func(o *options) { o.TrustedOverrides = true })
 }
 
 func buildOptions(opts []Option) options {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/observe"
+	"github.com/rebound-go/rebound/internal/perattempt"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -38,7 +39,14 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 		if i.opts.adaptiveThrottle != nil {
 			next = i.gatedStreaming(next)
 		}
-		mc := i.cfg.MethodConfig(spec.Procedure)
+		cp, err := i.resolve(ctx, spec.Procedure)
+		if err != nil {
+			return newErrConn(spec, err)
+		}
+		if len(cp.clamped) > 0 {
+			i.logClamped(ctx, spec.Procedure, i.opts.ServerName, cp.clamped)
+		}
+		mc := cp.mc
 		ctx, cancel := withTimeout(ctx, mc)
 		once := i.opts.Disabled || mc == nil || mc.RetryPolicy == nil || spec.StreamType != connect.StreamTypeServer
 		var (
@@ -50,6 +58,14 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 			// The first attempt opens now: its span must be in its context.
 			ctx, span = i.tracer.StartRPC(ctx, spec.Procedure, "")
 			actx, as = span.StartAttempt(ctx, 1)
+		}
+		var (
+			timer   *perattempt.Timer
+			tcancel context.CancelFunc
+		)
+		if !once && cp.timeout > 0 {
+			// The first attempt's timer starts as it opens.
+			actx, timer, tcancel = perattempt.Start(actx, cp.timeout)
 		}
 		conn := next(actx, spec)
 		if once {
@@ -65,6 +81,7 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 		return &serverStream{
 			i: i, ctx: ctx, cancel: cancel, next: next, spec: spec, mc: mc, n: n,
 			first: conn, conn: conn, clock: i.clock(), span: span, as: as,
+			fresh: cp.fresh, timeout: cp.timeout, timer: timer, tctx: actx, tcancel: tcancel,
 		}
 	}
 }
@@ -99,6 +116,11 @@ type serverStream struct {
 	tr        observe.Tracker
 	span      *observe.CallSpan    // nil unless the interceptor traces
 	as        *observe.AttemptSpan // the current attempt's span
+	fresh     bool                 // mc is this call's own, made by its Override
+	timeout   time.Duration        // per attempt, until it commits; 0 for none
+	timer     *perattempt.Timer    // the current attempt's, with a timeout
+	tctx      context.Context      // the current attempt's context, with a timeout
+	tcancel   context.CancelFunc   // ends tctx; nil without a timeout
 }
 
 func (s *serverStream) Spec() connect.Spec         { return s.first.Spec() }
@@ -112,14 +134,14 @@ func (s *serverStream) Send(msg any) error {
 		s.msg = msg
 	}
 	s.mu.Unlock()
-	return s.first.Send(msg)
+	return s.cut(s.first.Send(msg))
 }
 
 func (s *serverStream) CloseRequest() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	return s.first.CloseRequest()
+	return s.cut(s.first.CloseRequest())
 }
 
 func (s *serverStream) Receive(msg any) error {
@@ -140,7 +162,7 @@ func (s *serverStream) Receive(msg any) error {
 	}
 	s.committed = true
 	t := s.i.target(s.first.Peer().Addr)
-	p := s.i.policy(t, s.mc)
+	p := s.i.policyFor(t, callPolicy{mc: s.mc, fresh: s.fresh})
 	if p.err != nil {
 		s.err = policyError(s.spec.Procedure, p.err)
 		return s.err
@@ -189,6 +211,7 @@ func (s *serverStream) commitFirst(why string) {
 		return
 	}
 	s.committed = true
+	s.timer.Stop()
 	s.tr.Start(time.Time{})
 	target := s.i.target(s.first.Peer().Addr).name
 	if why != "" {
@@ -206,6 +229,13 @@ func (s *serverStream) attempt(msg any) error {
 		s.tr.Start(s.clock.Now())
 		ctx := s.ctx
 		ctx, s.as = s.span.StartAttempt(ctx, s.attempts)
+		if s.timeout > 0 {
+			// The failed attempt's context ends; the new one's timer
+			// starts as it is handed to connect.
+			s.tcancel()
+			ctx, s.timer, s.tcancel = perattempt.Start(ctx, s.timeout)
+			s.tctx = ctx
+		}
 		if err := s.replay(ctx); err != nil {
 			s.tr.Failed(s.attempts, rebound.RetryInfo{}, s.clock.Now())
 			endAttempt(s.as, err, false)
@@ -215,6 +245,7 @@ func (s *serverStream) attempt(msg any) error {
 		s.tr.Start(time.Time{})
 	}
 	err := s.conn.Receive(msg)
+	s.timer.Stop() // a message, or the end, commits the attempt
 	switch {
 	case err == nil:
 		return nil
@@ -222,7 +253,13 @@ func (s *serverStream) attempt(msg any) error {
 		s.eof = err
 		return nil
 	}
-	ae := classify(err, s.mc.RetryPolicy.RetryableStatusCodes)
+	var ae *attemptError
+	if s.timer != nil && perattempt.TimedOut(s.ctx, s.tctx) {
+		ae = timeoutError(s.timeout)
+		s.tr.TimedOut()
+	} else {
+		ae = classify(err, s.mc.RetryPolicy.RetryableStatusCodes)
+	}
 	s.tr.Failed(s.attempts, ae.info, s.clock.Now())
 	endAttempt(s.as, ae, false)
 	return ae
@@ -247,7 +284,18 @@ func (s *serverStream) replay(ctx context.Context) error {
 		// A client-side failure, such as a message that cannot be marshaled.
 		return err
 	}
-	return c.CloseRequest()
+	return s.cut(c.CloseRequest())
+}
+
+// cut returns nil for the error of an attempt that its per-attempt timer
+// cut while its request was being sent (connect may wait for the response
+// headers there): Receive then reports the timeout, and the retry loop
+// retries it. Other errors are returned as they are.
+func (s *serverStream) cut(err error) error {
+	if err != nil && s.timer != nil && perattempt.TimedOut(s.ctx, s.tctx) {
+		return nil
+	}
+	return err
 }
 
 func (s *serverStream) ResponseHeader() http.Header {
@@ -266,6 +314,9 @@ func (s *serverStream) CloseResponse() error {
 	// Closed by the caller: whatever it had read is the call's result.
 	s.ended(io.EOF)
 	err := s.conn.CloseResponse()
+	if s.tcancel != nil {
+		s.tcancel()
+	}
 	if s.cancel != nil {
 		s.cancel()
 	}

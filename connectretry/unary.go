@@ -13,6 +13,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/internal/observe"
+	"github.com/rebound-go/rebound/internal/perattempt"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -42,7 +43,14 @@ func (i *Interceptor) unary(ctx context.Context, next connect.UnaryFunc, req con
 		next = gatedUnary(i.target(req.Peer().Addr).gate, next)
 	}
 	n := attemptsOut(ctx)
-	mc := i.cfg.MethodConfig(spec.Procedure)
+	cp, err := i.resolve(ctx, spec.Procedure)
+	if err != nil {
+		return nil, err
+	}
+	if len(cp.clamped) > 0 {
+		i.logClamped(ctx, spec.Procedure, i.target(req.Peer().Addr).name, cp.clamped)
+	}
+	mc := cp.mc
 	ctx, cancel := withTimeout(ctx, mc)
 	if cancel != nil {
 		defer cancel()
@@ -59,7 +67,7 @@ func (i *Interceptor) unary(ctx context.Context, next connect.UnaryFunc, req con
 		return resp, err
 	}
 	t := i.target(req.Peer().Addr)
-	p := i.policy(t, mc)
+	p := i.policyFor(t, cp)
 	if p.err != nil {
 		if n != nil {
 			*n = 0
@@ -76,7 +84,7 @@ func (i *Interceptor) unary(ctx context.Context, next connect.UnaryFunc, req con
 		endCall(span, err)
 		return resp, err
 	}
-	u := unaryCall{next: next, req: req, codes: mc.RetryPolicy.RetryableStatusCodes, clock: i.clock(), span: span}
+	u := unaryCall{next: next, req: req, codes: mc.RetryPolicy.RetryableStatusCodes, clock: i.clock(), span: span, timeout: cp.timeout}
 	call := observe.Traced[connect.AnyResponse](&d, span)
 	resp, err := call.Retry(ctx, p.retry, u.attempt)
 	if n != nil {
@@ -117,8 +125,9 @@ type unaryCall struct {
 	// tr follows the attempts from the first failure on. It is made then,
 	// not held by value: a Tracker's lock would move the whole unaryCall
 	// to the heap, an allocation on every call's success path.
-	tr   *observe.Tracker
-	span *observe.CallSpan // nil unless the interceptor traces
+	tr      *observe.Tracker
+	span    *observe.CallSpan // nil unless the interceptor traces
+	timeout time.Duration     // per attempt; 0 for none
 }
 
 // attempt makes one attempt. The first sends the caller's request as it is;
@@ -132,13 +141,28 @@ func (u *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
 		req = &attemptRequest{AnyRequest: u.req, header: attemptHeader(u.req.Header(), u.attempts-1)}
 	}
 	ctx, as := u.span.StartAttempt(ctx, u.attempts)
-	resp, err := u.next(ctx, req)
+	// The attempt's deadline goes to the server with the request
+	// (Connect-Timeout-Ms or grpc-timeout), so the server drops work the
+	// client has given up on.
+	actx, cancel := perattempt.WithDeadline(ctx, u.timeout)
+	resp, err := u.next(actx, req)
+	timedOut := err != nil && u.timeout > 0 && (perattempt.TimedOut(ctx, actx) ||
+		connect.CodeOf(err) == connect.CodeDeadlineExceeded && perattempt.ServerTimedOut(ctx, actx, u.timeout))
+	cancel()
 	if err != nil {
-		ae := classify(err, u.codes)
+		var ae *attemptError
+		if timedOut {
+			ae = timeoutError(u.timeout)
+		} else {
+			ae = classify(err, u.codes)
+		}
 		endAttempt(as, ae, false)
 		if u.tr == nil {
 			u.tr = new(observe.Tracker)
 			u.tr.Start(time.Time{}) // the first attempt, whose start is not needed
+		}
+		if timedOut {
+			u.tr.TimedOut()
 		}
 		u.tr.Failed(u.attempts, ae.info, u.clock.Now())
 		return nil, ae

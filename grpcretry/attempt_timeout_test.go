@@ -18,6 +18,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/grpcretry"
 	"github.com/rebound-go/rebound/internal/grpctest"
+	"github.com/rebound-go/rebound/serviceconfig"
 )
 
 // attemptTimeout is short, so that hung attempts end quickly; tests
@@ -266,5 +267,34 @@ func TestWithPerAttemptTimeoutInvalid(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "WithPerAttemptTimeout") {
 			t.Errorf("WithPerAttemptTimeout(%v): %v, want an error naming it", d, err)
 		}
+	}
+}
+
+// TestPerAttemptRecvTimeoutConfig: the service config's
+// perAttemptRecvTimeout works as the option does, and with both the
+// smaller applies. retryableStatusCodes may then be empty.
+func TestPerAttemptRecvTimeoutConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name, config string
+		opts         []grpcretry.Option
+	}{
+		{"config", "0.1s", nil},
+		{"option smaller", "3600s", []grpcretry.Option{grpcretry.WithPerAttemptTimeout(attemptTimeout)}},
+		{"config smaller", "0.1s", []grpcretry.Option{grpcretry.WithPerAttemptTimeout(time.Hour)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := grpctest.Start(t, hangFirst(1, nil))
+			cfg, err := serviceconfig.Parse(fmt.Appendf(nil, `{"methodConfig":[{"name":[{"service":%q}],"retryPolicy":{
+				"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,
+				"retryableStatusCodes":[],"perAttemptRecvTimeout":%q}}]}`, grpctest.Service, tc.config))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tcl, _ := client(t, srv, cfg, tc.opts...)
+			var n int
+			if _, err := tcl.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n)); err != nil || n != 2 {
+				t.Fatalf("err %v after %d attempts, want success after 2", err, n)
+			}
+		})
 	}
 }

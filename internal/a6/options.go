@@ -201,4 +201,4 @@ func (o *Options) Override(mc *serviceconfig.MethodConfig, ov rebound.Override) 
 
 // configTimeout returns the retryPolicy's perAttemptRecvTimeout; 0 for
 // none.
-func configTimeout(p *serviceconfig.RetryPolicy) time.Duration { return 0 }
+func configTimeout(p *serviceconfig.RetryPolicy) time.Duration { return p.PerAttemptRecvTimeout }
