@@ -1,0 +1,347 @@
+package rebound
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// ErrRateLimited is the error of an attempt that an adaptive rate limit
+// ([RateLimiter]) did not send because its turn would come after the
+// call's deadline. It wraps [ErrRejectedLocally]: the attempt never left,
+// no strategy retries it, and the call ends at once, with [ErrThrottled]
+// as its reason, rather than queue until it times out.
+var ErrRateLimited = fmt.Errorf("rebound: waiting for the adaptive rate limit would pass the deadline: %w", ErrRejectedLocally)
+
+// AdaptiveRateLimit sets a [RateLimiter]: an adaptive client-side limit on
+// the rate of attempts sent to one server, which learns the server's limit
+// from its answers. The zero value means the defaults, the constants of
+// the AWS SDKs' adaptive retry mode (botocore, aws-sdk-java-v2,
+// aws-sdk-go-v2), which have years of use against rate-limited APIs
+// behind them. Every field is either 0, for its default, or a finite
+// positive number in its range; anything else is an error naming the
+// field.
+type AdaptiveRateLimit struct {
+	// Beta is the factor the rate is cut by on a throttling answer, as in
+	// CUBIC. 0 means 0.7; else it must be in (0, 1). Lower gives room to
+	// other clients sooner, at the cost of a deeper dip after each
+	// throttle.
+	Beta float64
+	// ScaleConstant is CUBIC's C, in requests/s per s³: how fast the rate
+	// climbs back after a cut. 0 means 0.4; else it must be positive.
+	ScaleConstant float64
+	// Smoothing is the weight of the newest half-second in the measured
+	// rates (an exponentially weighted moving average). 0 means 0.8; else
+	// it must be in (0, 1].
+	Smoothing float64
+	// MinRate is the floor of the rate, in requests per second, so that
+	// a client always probes the server again. 0 means 0.5; else it must
+	// be positive.
+	MinRate float64
+}
+
+// Defaults of [AdaptiveRateLimit], the AWS SDKs' constants.
+const (
+	DefaultRateLimitBeta          = 0.7
+	DefaultRateLimitScaleConstant = 0.4
+	DefaultRateLimitSmoothing     = 0.8
+	DefaultRateLimitMinRate       = 0.5
+)
+
+// withDefaults returns c with zero fields set to their defaults, or an
+// error naming the first invalid field.
+func (c AdaptiveRateLimit) withDefaults() (AdaptiveRateLimit, error) {
+	fields := []struct {
+		name      string
+		v         *float64
+		def       float64
+		atMostOne bool // the field is a fraction: at most 1
+		belowOne  bool // strictly below 1
+	}{
+		{"Beta", &c.Beta, DefaultRateLimitBeta, false, true},
+		{"ScaleConstant", &c.ScaleConstant, DefaultRateLimitScaleConstant, false, false},
+		{"Smoothing", &c.Smoothing, DefaultRateLimitSmoothing, true, false},
+		{"MinRate", &c.MinRate, DefaultRateLimitMinRate, false, false},
+	}
+	for _, f := range fields {
+		v := *f.v
+		switch {
+		case v == 0:
+			*f.v = f.def
+			continue
+		case math.IsNaN(v) || math.IsInf(v, 0) || v < 0:
+			return c, fmt.Errorf("rebound: AdaptiveRateLimit.%s must be a finite positive number (0 for %v), got %v", f.name, f.def, v)
+		case f.belowOne && v >= 1:
+			return c, fmt.Errorf("rebound: AdaptiveRateLimit.%s must be below 1 (0 for %v), got %v", f.name, f.def, v)
+		case f.atMostOne && v > 1:
+			return c, fmt.Errorf("rebound: AdaptiveRateLimit.%s must be at most 1 (0 for %v), got %v", f.name, f.def, v)
+		}
+	}
+	return c, nil
+}
+
+// Validate reports the first invalid field of c, or nil.
+func (c AdaptiveRateLimit) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
+// RateFeedback is what one answer says about the server's limit.
+type RateFeedback struct {
+	// Throttled says the server refused the attempt because the client
+	// sends too fast: HTTP 429, 503 with Retry-After, gRPC and Connect
+	// RESOURCE_EXHAUSTED, any answer with pushback.
+	Throttled bool
+	// Wait is the server's explicit wait (Retry-After, pushback,
+	// google.rpc.RetryInfo), 0 for none.
+	Wait time.Duration
+}
+
+// Reservation is a send token taken from a [RateLimiter]: the attempt
+// may go at Time. Its zero value is a token of a limiter that was not
+// limiting.
+type Reservation struct {
+	at   time.Time
+	cut  int64 // the limiter's cut count when it was taken
+	paid bool  // it took a token from the bucket
+}
+
+// Time returns when the attempt may go.
+func (r Reservation) Time() time.Time { return r.at }
+
+// Delay returns how long from now the attempt must wait, 0 if none.
+func (r Reservation) Delay(now time.Time) time.Duration { return max(0, r.at.Sub(now)) }
+
+// RateLimiter is an adaptive client-side rate limit on the attempts sent
+// to one server. It does what the AWS SDKs' adaptive retry mode does: it
+// sends freely until the first throttling answer, then sends through a
+// token bucket whose rate follows CUBIC (a cut to Beta times the rate at
+// a throttle, then a climb back along a cubic curve that levels off at
+// that rate and then probes above it). It does better in three ways,
+// each from what the server says:
+//
+//   - It cuts on the rate the server accepted, not only the rate it sent:
+//     a client sending twice the limit lands under it in one cut, where
+//     CUBIC alone needs several.
+//   - It cuts once per round: a throttle of an attempt sent before the
+//     last cut tells nothing new and is ignored, where the AWS SDKs cut
+//     again for every one of a burst of throttles and fall to the
+//     minimum rate.
+//   - A server's explicit wait (Retry-After, pushback, RetryInfo) holds
+//     the rate at its cut value until the wait has passed: the climb does
+//     not probe a server that said it is not ready.
+//
+// The bucket holds at most a tenth of a second of tokens (at least one),
+// where the AWS SDKs hold a second: a rate-limited server usually allows
+// only a small burst, and a second's worth sent at once after a pause
+// would be refused.
+//
+// Time is an argument, so that tests and simulations drive it; waiting is
+// the caller's (the clients of grpcretry, connectretry and httpretry wait
+// within the call's context, never holding a lock). A RateLimiter is safe
+// for concurrent use. Use [NewRateLimiter]; the zero value is not usable.
+type RateLimiter struct {
+	c AdaptiveRateLimit
+
+	mu      sync.Mutex
+	enabled bool // a throttle has been seen: the bucket limits
+
+	// The token bucket.
+	rate   float64   // tokens per second
+	tokens float64   // may be negative: reserved ahead
+	last   time.Time // when tokens was last brought up to date
+	latest time.Time // the latest reservation's time
+
+	// The measured rates, per half-second bucket, smoothed.
+	first          time.Time // the first answer
+	bucket         float64   // start of the current half-second, in seconds
+	count, accepts int64     // answers and accepted answers in it
+	txRate, acRate float64   // smoothed answers and accepts per second
+	measured       bool      // a bucket has closed
+
+	// CUBIC.
+	wMax     float64   // the rate at the last cut
+	k        float64   // seconds from the cut to when the curve reaches wMax
+	cutAt    time.Time // the last cut
+	cuts     int64     // cuts so far
+	holdTill time.Time // the server's explicit wait: no climb before
+}
+
+// NewRateLimiter returns a RateLimiter that has seen nothing and does not
+// limit yet, or an error naming the bad field of c.
+func NewRateLimiter(c AdaptiveRateLimit) (*RateLimiter, error) {
+	c, err := c.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &RateLimiter{c: c}, nil
+}
+
+// Reserve takes a send token at now. The attempt may go at the returned
+// reservation's Time; one that will not wait that long gives the token
+// back with [RateLimiter.Cancel]. Before the first throttle every
+// reservation is for now.
+func (l *RateLimiter) Reserve(now time.Time) Reservation {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.enabled {
+		return Reservation{at: now, cut: l.cuts}
+	}
+	l.refill(now)
+	l.tokens--
+	at := now
+	if l.tokens < 0 {
+		at = now.Add(seconds(-l.tokens / l.rate))
+	}
+	if at.After(l.latest) {
+		l.latest = at
+	}
+	return Reservation{at: at, cut: l.cuts, paid: true}
+}
+
+// Cancel gives back the token of r, which was not used, at now. Tokens
+// that later reservations have counted on are not given back (as in
+// golang.org/x/time/rate): they would go earlier than promised.
+func (l *RateLimiter) Cancel(r Reservation, now time.Time) {
+	if !r.paid {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.enabled || !r.at.After(now) {
+		return
+	}
+	l.refill(now)
+	back := 1 - l.rate*l.latest.Sub(r.at).Seconds()
+	if back <= 0 {
+		return
+	}
+	l.tokens += back
+	if r.at.Equal(l.latest) {
+		l.latest = l.latest.Add(-seconds(back / l.rate))
+	}
+	l.tokens = min(l.tokens, l.capacity())
+}
+
+// Observe tells the limiter the answer at now to the attempt sent with r.
+func (l *RateLimiter) Observe(r Reservation, now time.Time, f RateFeedback) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.measure(now, f.Throttled)
+	if f.Throttled && f.Wait > 0 {
+		if till := now.Add(f.Wait); till.After(l.holdTill) {
+			l.holdTill = till
+		}
+	}
+	var next float64
+	switch {
+	case f.Throttled && (!l.enabled || r.cut == l.cuts):
+		next = l.cut(now)
+	case !l.enabled:
+		return
+	default:
+		next = l.climb(now)
+	}
+	l.setRate(now, min(next, 2*l.sendRate(now)))
+}
+
+// cut starts a new CUBIC round at now and returns the rate to use.
+func (l *RateLimiter) cut(now time.Time) float64 {
+	ref := l.sendRate(now)
+	if l.enabled {
+		ref = min(ref, l.rate)
+	}
+	// What the server accepted is its limit for this client: when it
+	// refused part of what was sent, that is the better reference.
+	if l.measured && l.acRate > 0 {
+		ref = min(ref, l.acRate)
+	}
+	l.wMax = ref
+	l.k = math.Cbrt(ref * (1 - l.c.Beta) / l.c.ScaleConstant)
+	l.cutAt = now
+	l.cuts++
+	if !l.enabled {
+		l.enabled, l.last, l.latest = true, now, now
+	}
+	return ref * l.c.Beta
+}
+
+// climb returns CUBIC's rate at now, held at the cut value while the
+// server's explicit wait lasts.
+func (l *RateLimiter) climb(now time.Time) float64 {
+	t := now.Sub(l.cutAt).Seconds()
+	r := l.c.ScaleConstant*math.Pow(t-l.k, 3) + l.wMax
+	if now.Before(l.holdTill) {
+		r = min(r, l.wMax*l.c.Beta)
+	}
+	return r
+}
+
+// sendRate returns the measured rate of answers: smoothed once a
+// half-second has closed, else the answers so far over at least a second.
+func (l *RateLimiter) sendRate(now time.Time) float64 {
+	if l.measured {
+		return l.txRate
+	}
+	return float64(l.count) / max(now.Sub(l.first).Seconds(), 1)
+}
+
+// measure counts an answer at now in the measured rates.
+func (l *RateLimiter) measure(now time.Time, throttled bool) {
+	if l.first.IsZero() {
+		l.first = now
+		l.bucket = halfSecond(now)
+	}
+	if b := halfSecond(now); b > l.bucket {
+		span := b - l.bucket
+		s := l.c.Smoothing
+		if !l.measured {
+			// The first half-second's rate stands alone: there is no
+			// history to weigh it against.
+			s = 1
+		}
+		l.txRate = float64(l.count)/span*s + l.txRate*(1-s)
+		l.acRate = float64(l.accepts)/span*s + l.acRate*(1-s)
+		l.count, l.accepts, l.bucket, l.measured = 0, 0, b, true
+	}
+	l.count++
+	if !throttled {
+		l.accepts++
+	}
+}
+
+func halfSecond(t time.Time) float64 {
+	return math.Floor(float64(t.UnixNano())/float64(time.Second)*2) / 2
+}
+
+// setRate brings the bucket to now and changes its rate.
+func (l *RateLimiter) setRate(now time.Time, r float64) {
+	l.refill(now)
+	l.rate = max(r, l.c.MinRate)
+	l.tokens = min(l.tokens, l.capacity())
+}
+
+// capacity is the most tokens the bucket holds: a tenth of a second's, at
+// least one.
+func (l *RateLimiter) capacity() float64 { return max(1, l.rate/10) }
+
+func (l *RateLimiter) refill(now time.Time) {
+	if now.After(l.last) {
+		l.tokens = min(l.tokens+l.rate*now.Sub(l.last).Seconds(), l.capacity())
+		l.last = now
+	}
+}
+
+// Rate returns the limiter's rate in requests per second, 0 while it does
+// not limit (before the first throttle).
+func (l *RateLimiter) Rate() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.enabled {
+		return 0
+	}
+	return l.rate
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

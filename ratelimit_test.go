@@ -1,0 +1,229 @@
+package rebound_test
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rebound-go/rebound"
+)
+
+func TestAdaptiveRateLimitValidate(t *testing.T) {
+	if err := (rebound.AdaptiveRateLimit{}).Validate(); err != nil {
+		t.Fatalf("zero value: %v", err)
+	}
+	bad := []struct {
+		field string
+		c     rebound.AdaptiveRateLimit
+	}{
+		{"Beta", rebound.AdaptiveRateLimit{Beta: -0.1}},
+		{"Beta", rebound.AdaptiveRateLimit{Beta: 1}},
+		{"Beta", rebound.AdaptiveRateLimit{Beta: math.NaN()}},
+		{"ScaleConstant", rebound.AdaptiveRateLimit{ScaleConstant: math.Inf(1)}},
+		{"ScaleConstant", rebound.AdaptiveRateLimit{ScaleConstant: -1}},
+		{"Smoothing", rebound.AdaptiveRateLimit{Smoothing: 1.5}},
+		{"Smoothing", rebound.AdaptiveRateLimit{Smoothing: math.Inf(-1)}},
+		{"MinRate", rebound.AdaptiveRateLimit{MinRate: -0.5}},
+		{"MinRate", rebound.AdaptiveRateLimit{MinRate: math.NaN()}},
+	}
+	for _, b := range bad {
+		_, err := rebound.NewRateLimiter(b.c)
+		if err == nil || !strings.Contains(err.Error(), "AdaptiveRateLimit."+b.field+" ") {
+			t.Errorf("%+v: error %v, want one naming %s", b.c, err, b.field)
+		}
+	}
+	if _, err := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{Beta: 0.5, ScaleConstant: 1, Smoothing: 1, MinRate: 2}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// t0 is on a whole second, so that the half-second buckets of the
+// measured rates fall where the tests expect.
+var rlT0 = time.Unix(1_000_000, 0)
+
+func at(s float64) time.Time { return rlT0.Add(time.Duration(s * float64(time.Second))) }
+
+// feed sends and answers one attempt every 1/rate seconds in [from, to),
+// each throttled or not, and returns the time after the last.
+func feed(l *rebound.RateLimiter, from, to, rate float64, throttled bool) {
+	for s := from; s < to-1e-9; s += 1 / rate {
+		r := l.Reserve(at(s))
+		l.Observe(r, at(s), rebound.RateFeedback{Throttled: throttled})
+	}
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 0.05*math.Max(1, math.Abs(b)) }
+
+// TestRateLimiterCubic walks the CUBIC curve on a fake clock: nothing is
+// limited before the first throttle; the throttle cuts to Beta times the
+// measured rate; the rate climbs back to it in K = cbrt(W·(1-β)/C)
+// seconds and then probes above it.
+func TestRateLimiterCubic(t *testing.T) {
+	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	feed(l, 0, 2, 10, false)
+	if l.Rate() != 0 {
+		t.Fatalf("rate %v before any throttle, want 0 (not limiting)", l.Rate())
+	}
+	if r := l.Reserve(at(2)); r.Delay(at(2)) != 0 {
+		t.Fatal("a reservation waits before any throttle")
+	}
+	r := l.Reserve(at(2))
+	l.Observe(r, at(2), rebound.RateFeedback{Throttled: true})
+	if got := l.Rate(); !near(got, 7) {
+		t.Fatalf("rate after the throttle %v, want 0.7 × 10", got)
+	}
+	k := math.Cbrt(10 * 0.3 / 0.4)
+	steps := []struct {
+		s, want float64
+	}{
+		{2 + k/2, 0.4*math.Pow(-k/2, 3) + 10},
+		{2 + k, 10},
+		{2 + k + 1, 10.4},
+		{2 + k + 2, 13.2},
+	}
+	from := 2.0
+	for _, st := range steps {
+		feed(l, from, st.s, 10, false) // answers keep the measured rate at 10/s
+		from = st.s
+		r := l.Reserve(at(st.s))
+		l.Observe(r, at(st.s), rebound.RateFeedback{})
+		if got := l.Rate(); !near(got, st.want) {
+			t.Errorf("at cut+%.2fs: rate %.2f, want %.2f", st.s-2, got, st.want)
+		}
+	}
+}
+
+// TestRateLimiterMinRate: the rate never falls below MinRate.
+func TestRateLimiterMinRate(t *testing.T) {
+	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{MinRate: 2})
+	r := l.Reserve(at(0))
+	l.Observe(r, at(0), rebound.RateFeedback{Throttled: true})
+	if l.Rate() != 2 {
+		t.Fatalf("rate %v, want the floor 2", l.Rate())
+	}
+}
+
+// TestRateLimiterOneCutPerRound: a burst of throttles of attempts sent
+// before a cut cuts once; a throttle of an attempt sent after it cuts
+// again.
+func TestRateLimiterOneCutPerRound(t *testing.T) {
+	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	feed(l, 0, 2, 20, false)
+	burst := make([]rebound.Reservation, 20)
+	for i := range burst {
+		burst[i] = l.Reserve(at(2))
+	}
+	for _, r := range burst {
+		l.Observe(r, at(2.01), rebound.RateFeedback{Throttled: true})
+	}
+	first := l.Rate()
+	if !near(first, 14) {
+		t.Fatalf("rate after a burst of 20 throttles %v, want one cut to 14", first)
+	}
+	r := l.Reserve(at(2.1))
+	l.Observe(r, at(2.1), rebound.RateFeedback{Throttled: true})
+	if got := l.Rate(); !(got < first*0.75) {
+		t.Fatalf("a throttle of an attempt sent after the cut left the rate at %v", got)
+	}
+}
+
+// TestRateLimiterConverges: a client that would send 40/s, paced by the
+// limiter, against a server that accepts 20/s with a burst of 2, settles
+// just under the server's limit: after the start, nearly every attempt
+// is accepted and the accepted rate is close to 20/s.
+func TestRateLimiterConverges(t *testing.T) {
+	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	srv := struct{ tokens, last float64 }{tokens: 2}
+	allow := func(s float64) bool {
+		srv.tokens = math.Min(2, srv.tokens+(s-srv.last)*20)
+		srv.last = s
+		if srv.tokens >= 1 {
+			srv.tokens--
+			return true
+		}
+		return false
+	}
+	var sent, accepted int
+	for s := 0.0; s < 20; s += 1.0 / 40 {
+		r := l.Reserve(at(s))
+		s = r.Time().Sub(rlT0).Seconds()
+		ok := allow(s)
+		l.Observe(r, at(s), rebound.RateFeedback{Throttled: !ok, Wait: time.Second})
+		if s >= 5 {
+			sent++
+			if ok {
+				accepted++
+			}
+		}
+	}
+	t.Logf("after the start: %d of %d accepted", accepted, sent)
+	if rate := float64(accepted) / 15; rate < 16 || float64(accepted)/float64(sent) < 0.95 {
+		t.Fatalf("after the start: %d of %d accepted (%.1f/s), want at least 95%% and 16/s", accepted, sent, rate)
+	}
+}
+
+// TestRateLimiterHold: the server's explicit wait holds the rate at its
+// cut value until it has passed; then it climbs.
+func TestRateLimiterHold(t *testing.T) {
+	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	feed(l, 0, 2, 10, false)
+	r := l.Reserve(at(2))
+	l.Observe(r, at(2), rebound.RateFeedback{Throttled: true, Wait: 3 * time.Second})
+	feed(l, 2, 4.9, 10, false)
+	if got := l.Rate(); !near(got, 7) {
+		t.Fatalf("rate %v within the server's wait, want it held at 7", got)
+	}
+	feed(l, 4.9, 5.2, 10, false)
+	if got := l.Rate(); !(got > 9.9) {
+		t.Fatalf("rate %v after the server's wait, want the curve's (above 9.9)", got)
+	}
+}
+
+// TestRateLimiterReserveCancel: reservations are spaced at the rate; a
+// cancelled one gives its token back, unless later ones counted on it.
+func TestRateLimiterReserveCancel(t *testing.T) {
+	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{MinRate: 10})
+	r := l.Reserve(at(0))
+	l.Observe(r, at(0), rebound.RateFeedback{Throttled: true}) // limits at the floor, 10/s
+	now := at(0)
+	var rs []rebound.Reservation
+	for range 3 {
+		rs = append(rs, l.Reserve(now))
+	}
+	for i, r := range rs {
+		if want := time.Duration(i+1) * 100 * time.Millisecond; r.Delay(now) != want {
+			t.Fatalf("reservation %d waits %v, want %v", i, r.Delay(now), want)
+		}
+	}
+	l.Cancel(rs[2], now)
+	if d := l.Reserve(now).Delay(now); d != 300*time.Millisecond {
+		t.Fatalf("after cancelling the last, the next waits %v, want its 300ms", d)
+	}
+	l.Cancel(rs[0], now) // the later ones counted on its token
+	if d := l.Reserve(now).Delay(now); d != 400*time.Millisecond {
+		t.Fatalf("after cancelling one others counted on, the next waits %v, want 400ms", d)
+	}
+}
+
+// TestRateLimiterBounded: the limiter's state is a fixed set of numbers,
+// whatever it sees: reserving and observing allocate nothing.
+func TestRateLimiterBounded(t *testing.T) {
+	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	s := 0.0
+	allocs := testing.AllocsPerRun(10_000, func() {
+		s += 0.001
+		r := l.Reserve(at(s))
+		l.Observe(r, at(s), rebound.RateFeedback{Throttled: int(s*1000)%7 == 0, Wait: time.Second})
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per attempt, want 0", allocs)
+	}
+}
+
+func TestErrRateLimited(t *testing.T) {
+	if !errors.Is(rebound.ErrRateLimited, rebound.ErrRejectedLocally) || !errors.Is(rebound.ErrRateLimited, rebound.ErrThrottled) {
+		t.Fatal("ErrRateLimited must be a local rejection, so that no strategy retries it")
+	}
+}
