@@ -31,6 +31,11 @@ var (
 	// ErrDeadline: waiting for the next attempt would pass the context's
 	// deadline, so it was not made.
 	ErrDeadline = errors.New("rebound: next attempt would pass the deadline")
+	// ErrRetryDelayTooLong: the server asked the client to wait longer
+	// before retrying than the client's cap allows (a google.rpc.RetryInfo
+	// retry_delay or an HTTP rate-limit reset beyond it), so no further
+	// attempt was made.
+	ErrRetryDelayTooLong = errors.New("rebound: server asked to wait longer than the cap")
 	// ErrRejectedLocally is the error of an attempt that an
 	// [AdaptiveThrottle] did not send. It wraps [ErrThrottled]: no strategy
 	// retries it, and the call ends with ErrThrottled as its reason.
@@ -128,6 +133,17 @@ type RetryInfo struct {
 	// had started, or its body outgrew the replay buffer (A6 "When Retries
 	// are Valid"). No strategy retries a committed request.
 	Committed bool
+	// MinDelay is the least time the server asked the client to wait
+	// before the next attempt (google.rpc.RetryInfo's retry_delay, an HTTP
+	// RateLimit-Reset): advice, not pushback. The next attempt waits
+	// max(backoff, MinDelay), and under hedging the next hedge waits
+	// MinDelay. HasRetryAfter, when set, wins over it. 0 means none.
+	MinDelay time.Duration
+	// Stop, when not nil, ends retrying with Stop as the reason, as
+	// ServerStop does with [ErrPushback]: [ErrRetryDelayTooLong] for a
+	// server hint beyond the client's cap. A retryable failure still
+	// counts against the budget.
+	Stop error
 }
 
 // Fault says who is at fault for an error (Smithy ErrorFault).

@@ -120,9 +120,11 @@ func Commit(ctx context.Context) bool {
 //   - A non-fatal failure counts against the budget and sends the next
 //     hedge at once; later ones follow at the delay. A pushback
 //     (RetryInfo.HasRetryAfter) sends the next hedge after exactly that
-//     time; a pushback "stop" counts against the budget too and ends
-//     hedging. A fatal failure cancels everything and is returned, as is a
-//     committed one (RetryInfo.Committed).
+//     time, a server's RetryInfo.MinDelay after that time; a pushback
+//     "stop" counts against the budget too and ends hedging, and so does
+//     a RetryInfo.Stop, with its reason. A fatal failure cancels
+//     everything and is returned, as is a committed one
+//     (RetryInfo.Committed).
 //   - An attempt whose op calls [Commit] wins the call whatever its
 //     result: no hedge follows, the others are cancelled, and its failure,
 //     if it fails, is returned.
@@ -313,10 +315,14 @@ func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx contex
 			case info.ServerStop:
 				disarm()
 				stopped, reason = true, ErrPushback
+			case info.Stop != nil:
+				disarm()
+				stopped, reason = true, info.Stop
 			case info.HasRetryAfter:
 				arm(info.RetryAfter)
 			default:
-				arm(0)
+				// At once, unless the server asked for a pause.
+				arm(info.MinDelay)
 			}
 		}
 		if running == 0 {

@@ -183,13 +183,18 @@ func (st *Standard) RefreshToken(ctx context.Context, t Token, err error) (Token
 		return nil, ErrCommitted
 	case info.Safety == SafetyNo:
 		return nil, ErrNotRetryable
+	case info.Stop != nil:
+		return nil, info.Stop
 	case tk.attempt >= st.s.maxAttempts:
 		return nil, ErrAttemptsExhausted
 	}
-	delay := st.s.backoff.Delay(tk.attempt, st.s.random.Float64())
-	if info.HasRetryAfter && info.RetryAfter > delay {
-		delay = info.RetryAfter
+	// A retry-after hint is a floor under the backoff; a server's
+	// MinDelay too, unless a retry-after hint came with it.
+	floor := info.MinDelay
+	if info.HasRetryAfter {
+		floor = info.RetryAfter
 	}
+	delay := max(st.s.backoff.Delay(tk.attempt, st.s.random.Float64()), floor)
 	if beyondDeadline(ctx, st.s.clock, delay) {
 		return nil, ErrDeadline
 	}
@@ -308,6 +313,8 @@ func (p *Retrier) RefreshToken(ctx context.Context, t Token, err error) (Token, 
 		return nil, ErrCommitted
 	case info.Safety != SafetyYes:
 		return nil, ErrNotRetryable
+	case info.Stop != nil:
+		return nil, info.Stop
 	case tk.attempt >= p.s.maxAttempts:
 		return nil, ErrAttemptsExhausted
 	}
@@ -315,8 +322,10 @@ func (p *Retrier) RefreshToken(ctx context.Context, t Token, err error) (Token, 
 	if info.HasRetryAfter {
 		next.delay = info.RetryAfter
 	} else {
+		// A server's RetryInfo is a floor under the backoff, and leaves
+		// the exponent alone: unlike pushback, it is advice.
 		next.retry = tk.retry + 1
-		next.delay = p.s.backoff.Delay(next.retry, p.s.random.Float64())
+		next.delay = max(p.s.backoff.Delay(next.retry, p.s.random.Float64()), info.MinDelay)
 	}
 	if beyondDeadline(ctx, p.s.clock, next.delay) {
 		return nil, ErrDeadline

@@ -258,7 +258,7 @@ func (s *serverStream) attempt(msg any) error {
 		ae = timeoutError(s.timeout)
 		s.tr.TimedOut()
 	} else {
-		ae = classify(err, s.mc.RetryPolicy.RetryableStatusCodes)
+		ae = classify(err, s.mc.RetryPolicy.RetryableStatusCodes, s.i.opts.Hints)
 	}
 	s.tr.Failed(s.attempts, ae.info, s.clock.Now())
 	endAttempt(s.as, ae, false)

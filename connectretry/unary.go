@@ -84,7 +84,7 @@ func (i *Interceptor) unary(ctx context.Context, next connect.UnaryFunc, req con
 		endCall(span, err)
 		return resp, err
 	}
-	u := unaryCall{next: next, req: req, codes: mc.RetryPolicy.RetryableStatusCodes, clock: i.clock(), span: span, timeout: cp.timeout}
+	u := unaryCall{next: next, req: req, codes: mc.RetryPolicy.RetryableStatusCodes, clock: i.clock(), span: span, timeout: cp.timeout, hints: i.opts.Hints}
 	call := observe.Traced[connect.AnyResponse](&d, span)
 	resp, err := call.Retry(ctx, p.retry, u.attempt)
 	if n != nil {
@@ -128,6 +128,7 @@ type unaryCall struct {
 	tr      *observe.Tracker
 	span    *observe.CallSpan // nil unless the interceptor traces
 	timeout time.Duration     // per attempt; 0 for none
+	hints   a6.Hints          // the interceptor's RetryInfo settings
 }
 
 // attempt makes one attempt. The first sends the caller's request as it is;
@@ -154,7 +155,7 @@ func (u *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
 		if timedOut {
 			ae = timeoutError(u.timeout)
 		} else {
-			ae = classify(err, u.codes)
+			ae = classify(err, u.codes, u.hints)
 		}
 		endAttempt(as, ae, false)
 		if u.tr == nil {
@@ -236,7 +237,7 @@ func (e *attemptError) RetryInfo() rebound.RetryInfo { return e.info }
 // unary attempt is never committed: connect hands nothing of a response to
 // the application before the call returns, so a failed attempt can be
 // replaced without the caller seeing two responses.
-func classify(err error, codes serviceconfig.CodeSet) *attemptError {
+func classify(err error, codes serviceconfig.CodeSet, hints a6.Hints) *attemptError {
 	code := connect.CodeUnknown
 	var pushback []string
 	var ce *connect.Error
@@ -244,7 +245,9 @@ func classify(err error, codes serviceconfig.CodeSet) *attemptError {
 		code = ce.Code()
 		pushback = ce.Meta()[pushbackKey]
 	}
-	return &attemptError{err: err, info: a6.Info(codes.Has(serviceconfig.Code(code)), pushback, false)}
+	info := a6.Info(codes.Has(serviceconfig.Code(code)), pushback, false)
+	d, has := retryDelay(ce)
+	return &attemptError{err: err, info: hints.Apply(info, serviceconfig.Code(code), d, has)}
 }
 
 // hedgeUnary runs a unary call as A6 hedged attempts.
@@ -273,7 +276,7 @@ func (i *Interceptor) hedgeUnary(ctx context.Context, d *observe.Decisions, span
 		// ended with another attempt.
 		lost := hctx.Err() != nil && ctx.Err() == nil
 		if err != nil {
-			ae := classify(err, codes)
+			ae := classify(err, codes, i.opts.Hints)
 			endAttempt(as, ae, lost)
 			tr.Failed(attempt, ae.info, time.Time{})
 			return won{}, ae

@@ -40,7 +40,7 @@ import (
 // The context of every attempt carries a [distinct.Call], so that the
 // rebound_distinct balancer sends the hedges to backends not used yet.
 func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serviceconfig.MethodConfig, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int, tr *observe.Tracker, d *observe.Decisions, span *observe.CallSpan) error {
-	h := &hedgedCall{method: method, req: req, cc: cc, invoker: invoker, codes: mc.HedgingPolicy.NonFatalStatusCodes, span: span, ctx: ctx}
+	h := &hedgedCall{method: method, req: req, cc: cc, invoker: invoker, codes: mc.HedgingPolicy.NonFatalStatusCodes, span: span, ctx: ctx, hints: c.opts.Hints}
 	h.tr = tr
 	if h.tr == nil {
 		h.tr = &h.trk
@@ -123,6 +123,7 @@ type hedgedCall struct {
 	trk   observe.Tracker
 	span  *observe.CallSpan // nil unless the client traces
 	ctx   context.Context   // the call's: it ends only with the caller's
+	hints a6.Hints          // the client's RetryInfo settings
 }
 
 // hedgeAttempt is what one attempt receives.
@@ -193,7 +194,7 @@ func (h *hedgedCall) attempt(ctx context.Context, n int) (*hedgeAttempt, error) 
 	nonFatal := h.codes.Has(serviceconfig.Code(status.Code(err)))
 	// Headers before the status mean the response had started: A6
 	// commits the call to this attempt.
-	info := a6.Info(nonFatal, a.trailer[a6.PushbackHeader], a.header != nil)
+	info := hinted(h.hints, a6.Info(nonFatal, a.trailer[a6.PushbackHeader], a.header != nil), err)
 	if a.header != nil {
 		as.Committed(whyHeaders)
 	}

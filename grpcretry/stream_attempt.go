@@ -334,7 +334,7 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 		err, info = newTimeoutError(s.timeout), perattempt.Info(committed)
 		s.timeouts.Add(1)
 	} else {
-		info = a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed)
+		info = hinted(s.c.opts.Hints, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed), err)
 	}
 	endAttempt(a.span, err, info, false)
 	if s.hedger != nil {

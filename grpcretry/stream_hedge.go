@@ -132,7 +132,7 @@ func (s *clientStream) hedgeLoop() {
 				s.finish(a, err, context.Cause(s.parent))
 				return
 			}
-			info := a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), false)
+			info := hinted(s.c.opts.Hints, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), false), err)
 			endAttempt(a.span, err, info, false)
 			// A6 counts a non-fatal failure or a pushback "stop" against
 			// the throttle, whatever happens to the call next.
@@ -152,10 +152,13 @@ func (s *clientStream) hedgeLoop() {
 			case info.ServerStop:
 				disarm()
 				stopped, reason = true, rebound.ErrPushback
+			case info.Stop != nil:
+				disarm()
+				stopped, reason = true, info.Stop
 			case info.HasRetryAfter:
 				arm(info.RetryAfter)
 			default:
-				arm(0)
+				arm(info.MinDelay) // at once, unless the server asked for a pause
 			}
 		}
 		if running > 0 || last == nil {

@@ -227,7 +227,7 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 		err, info = newTimeoutError(u.timeout), perattempt.Info(committed)
 	} else {
 		retryable := u.codes.Has(serviceconfig.Code(status.Code(err)))
-		info = a6.Info(retryable, u.md.trailer[a6.PushbackHeader], committed)
+		info = hinted(u.c.opts.Hints, a6.Info(retryable, u.md.trailer[a6.PushbackHeader], committed), err)
 	}
 	u.last = err
 	if u.md.header != nil {

@@ -32,6 +32,8 @@ type Options struct {
 	TrustedOverrides bool
 	// Budget is WithBudget's; nil for none.
 	Budget rebound.Budget
+	// Hints are WithRetryInfoCap's and WithRetryInfoRequired's.
+	Hints Hints
 	// Err is the first invalid option, prefixed with the package name.
 	Err error
 
