@@ -47,6 +47,7 @@ func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing
 				return nil, rebound.Permanent(err)
 			}
 		}
+		r = t.cfg.headers.numbered(r, n)
 		tr.Start(time.Time{})
 		var as *observe.AttemptSpan
 		if span != nil {

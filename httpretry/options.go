@@ -64,6 +64,9 @@ type config struct {
 	adaptiveThrottle *rebound.AdaptiveThrottleConfig
 	tracer           trace.TracerProvider
 
+	// headers are WithIdempotencyKey's and WithAttemptHeader's.
+	headers requestHeaders
+
 	// set records which options configure the built-in strategy, to reject
 	// them next to WithStrategy.
 	set  []string

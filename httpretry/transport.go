@@ -167,7 +167,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	idempotent := t.cfg.idempotent(req)
+	idempotent, err := t.cfg.headers.keyed(&out, t.cfg.idempotent(req))
+	if err != nil {
+		closeBody(out.first)
+		return nil, err
+	}
 	name, target := t.name(req.Method, req.URL.Host)
 	ctx := req.Context()
 	if !out.replayable() {
@@ -314,6 +318,7 @@ func (c *call) attempt(ctx context.Context) (*http.Response, error) {
 		c.tr.Start(c.clock.Now()) // an attempt failed before: tr is set
 	}
 	c.sent++
+	r = c.t.cfg.headers.numbered(r, c.sent)
 	var as *observe.AttemptSpan
 	if c.span != nil {
 		// The request keeps its own context, with the attempt's span.
@@ -386,6 +391,7 @@ func (t *Transport) gaveUp(ctx context.Context, err error) (*http.Response, erro
 // attributes.
 func (t *Transport) once(ctx context.Context, r *http.Request, idempotent bool, name, target string, req *http.Request) (resp *http.Response, err error) {
 	t.rec.Log(ctx, "rebound: committed", name, target, slog.Int("attempt", 1), slog.String("why", "request body cannot be replayed"))
+	r = t.cfg.headers.numbered(r, 1)
 	if t.tracer != nil {
 		var span *observe.CallSpan
 		ctx, span = t.tracer.StartHTTP(ctx, r.Method, r.URL)

@@ -1,0 +1,154 @@
+package httpretry
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// requestHeaders are the headers the Transport adds to the attempts of a
+// request: WithIdempotencyKey's and WithAttemptHeader's.
+type requestHeaders struct {
+	key      string        // the idempotency key's header; "" for none
+	generate func() string // makes a key
+	attempt  string        // the attempt number's header; "" for none
+}
+
+// WithIdempotencyKey gives every request that is not idempotent (see
+// [WithIdempotent]) a key in header, and so makes it retryable: a POST to
+// a payment API, say, whose server keeps the outcome of each key and
+// answers a repeated request with it instead of acting twice. The key is
+// made once per request by generate, before the first attempt, and the
+// same key goes with every attempt and every hedge of it. A request that
+// already carries header keeps its own key, and is retryable too.
+//
+// header must be a valid header name, such as "Idempotency-Key" (the
+// IETF draft's, and Stripe's). generate must be safe for concurrent use
+// and return a key unique to the request, a valid header value that is
+// not empty; nil means a random UUID (version 4). A request whose key
+// generate gets wrong fails with an error naming this option, unsent.
+func WithIdempotencyKey(header string, generate func() string) Option {
+	return optionFunc(func(c *config) {
+		if !validHeaderName(header) {
+			c.fail("WithIdempotencyKey", "header %q is not a valid header name", header)
+			return
+		}
+		if generate == nil {
+			generate = uuid4
+		}
+		c.headers.key, c.headers.generate = http.CanonicalHeaderKey(header), generate
+	})
+}
+
+// WithAttemptHeader sends the number of each attempt, from 1, in header
+// name, hedges included, so that the server can tell a retry from a first
+// attempt (and log or shed it apart). name must be a valid header name.
+func WithAttemptHeader(name string) Option {
+	return optionFunc(func(c *config) {
+		if !validHeaderName(name) {
+			c.fail("WithAttemptHeader", "name %q is not a valid header name", name)
+			return
+		}
+		c.headers.attempt = http.CanonicalHeaderKey(name)
+	})
+}
+
+// keyed gives out's requests an idempotency key when they need one, and
+// reports whether the request is idempotent now. It never modifies the
+// caller's request: out.first gets a header of its own.
+func (h *requestHeaders) keyed(out *outgoing, idempotent bool) (bool, error) {
+	if h.key == "" || idempotent {
+		return idempotent, nil
+	}
+	if _, ok := out.first.Header[h.key]; ok {
+		return true, nil
+	}
+	key := h.generate()
+	if !validHeaderValue(key) {
+		return false, fmt.Errorf("httpretry: WithIdempotencyKey: generate returned %q, not a header value", key)
+	}
+	r := new(http.Request)
+	*r = *out.first
+	r.Header = out.first.Header.Clone()
+	if r.Header == nil {
+		r.Header = http.Header{}
+	}
+	r.Header[h.key] = []string{key}
+	out.first = r
+	return true, nil
+}
+
+// numbered returns r with the attempt header set to n, or r itself
+// without that option. The copy has a header of its own, as attempts that
+// overlap must not share one that differs.
+func (h *requestHeaders) numbered(r *http.Request, n int) *http.Request {
+	if h.attempt == "" {
+		return r
+	}
+	c := new(http.Request)
+	*c = *r
+	c.Header = r.Header.Clone()
+	if c.Header == nil {
+		c.Header = http.Header{}
+	}
+	c.Header[h.attempt] = []string{strconv.Itoa(n)}
+	return c
+}
+
+// uuid4 returns a random UUID, version 4 (RFC 9562).
+func uuid4() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	const hex = "0123456789abcdef"
+	out := make([]byte, 0, 36)
+	for i, v := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out = append(out, '-')
+		}
+		out = append(out, hex[v>>4], hex[v&0xf])
+	}
+	return string(out)
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c < 0x80 && c > ' ' && c != 0x7f && !isSeparator(c):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isSeparator(c byte) bool {
+	for i := 0; i < len(`"(),/:;<=>?@[\]{}`); i++ {
+		if c == `"(),/:;<=>?@[\]{}`[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// validHeaderValue reports whether s is a non-empty header value without
+// control characters or surrounding space.
+func validHeaderValue(s string) bool {
+	if s == "" || s[0] == ' ' || s[0] == '\t' || s[len(s)-1] == ' ' || s[len(s)-1] == '\t' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
