@@ -62,7 +62,9 @@ type config struct {
 	logger           *slog.Logger
 	// adaptiveThrottle is WithAdaptiveThrottle's config; nil when off.
 	adaptiveThrottle *rebound.AdaptiveThrottleConfig
-	tracer           trace.TracerProvider
+	// rateLimit is WithAdaptiveRateLimit's settings; nil when off.
+	rateLimit *rebound.AdaptiveRateLimit
+	tracer    trace.TracerProvider
 
 	// headers are WithIdempotencyKey's and WithAttemptHeader's.
 	headers requestHeaders

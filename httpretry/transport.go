@@ -117,6 +117,9 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	}
 	t.rec = rec
 	t.tracer = observe.NewTracer(t.cfg.tracer, "github.com/rebound-go/rebound/httpretry", observe.SystemHTTP)
+	if t.cfg.rateLimit != nil {
+		t.base = newLimitedBase(t.base, t.cfg)
+	}
 	if t.cfg.adaptiveThrottle != nil {
 		t.base = newGatedBase(t.base, t.cfg)
 	}

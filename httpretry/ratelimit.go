@@ -1,0 +1,85 @@
+package httpretry
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/bounded"
+	"github.com/rebound-go/rebound/internal/ratelimit"
+)
+
+// WithAdaptiveRateLimit paces the requests to each host to the rate the
+// host accepts (see [rebound.RateLimiter]): every attempt, the first
+// included, waits for a send token of its URL's host within its
+// request's context. When its turn would come after the context's
+// deadline it fails at once, without reaching the server, with an error
+// that unwraps to [rebound.ErrRateLimited]; it is not retried, so
+// RoundTrip fails with [rebound.ErrThrottled]. A wait the caller cancels
+// gives its token back.
+//
+// A 429, and a 503 with a Retry-After, are throttles; the Retry-After
+// (at most [WithRetryAfterCap]'s cap) holds the rate until it has
+// passed. Every other answer only feeds the measured rate. The limit
+// starts at the host's first throttle: until then nothing waits.
+//
+// Every Transport of the process with c shares one limiter per host, so
+// that the clients of one process together keep to the host's limit; a
+// Transport keeps the limiters of the bounded.DefaultMax (1024) hosts it
+// used last. c's fields must be valid; the zero value means the AWS SDKs'
+// constants.
+func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimit) Option {
+	return optionFunc(func(cfg *config) {
+		if err := c.Validate(); err != nil {
+			cfg.fail("WithAdaptiveRateLimit", "%v", err)
+			return
+		}
+		cfg.rateLimit = &c
+	})
+}
+
+// limitedBase is the base RoundTripper behind an adaptive rate limit per
+// host.
+type limitedBase struct {
+	base  http.RoundTripper
+	cfg   *config
+	gates *bounded.Map[string, *ratelimit.Gate]
+}
+
+func newLimitedBase(base http.RoundTripper, cfg *config) *limitedBase {
+	return &limitedBase{base: base, cfg: cfg, gates: bounded.New[string, *ratelimit.Gate](bounded.DefaultMax)}
+}
+
+func (l *limitedBase) RoundTrip(r *http.Request) (*http.Response, error) {
+	gate, _ := l.gates.Get(r.URL.Host, func() (*ratelimit.Gate, error) {
+		return &ratelimit.Gate{Limiter: ratelimit.Limiter(r.URL.Host, *l.cfg.rateLimit), Clock: l.cfg.clock}, nil
+	})
+	res, err := gate.Wait(r.Context())
+	if err != nil {
+		if r.Body != nil {
+			_ = r.Body.Close()
+		}
+		return nil, fmt.Errorf("httpretry: %s %s: %w", r.Method, r.URL.Host, err)
+	}
+	resp, err := l.base.RoundTrip(r)
+	if err == nil && resp != nil {
+		gate.Observe(res, l.feedback(resp))
+	} else {
+		gate.Observe(res, rebound.RateFeedback{})
+	}
+	return resp, err
+}
+
+// feedback returns what resp says about the host's limit: a 429, or a 503
+// with a Retry-After, is a throttle, and its Retry-After the server's
+// wait.
+func (l *limitedBase) feedback(resp *http.Response) rebound.RateFeedback {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		return rebound.RateFeedback{}
+	}
+	wait, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), l.cfg.clock.Now())
+	if !ok && resp.StatusCode == http.StatusServiceUnavailable {
+		return rebound.RateFeedback{}
+	}
+	return rebound.RateFeedback{Throttled: true, Wait: min(wait, l.cfg.retryAfterCap)}
+}

@@ -1,0 +1,237 @@
+package httpretry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/httpretry"
+	"github.com/rebound-go/rebound/internal/bounded"
+	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/ratelimit"
+)
+
+// scripted is an httptest.Server whose answer is set by the test: a status
+// and a Retry-After ("" for none). It counts the requests it saw.
+type scripted struct {
+	*httptest.Server
+	seen       atomic.Int32
+	mu         sync.Mutex
+	status     int
+	retryAfter string
+}
+
+func newScripted(t *testing.T) *scripted {
+	s := &scripted{status: http.StatusOK}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		s.seen.Add(1)
+		s.mu.Lock()
+		status, ra := s.status, s.retryAfter
+		s.mu.Unlock()
+		if ra != "" {
+			w.Header().Set("Retry-After", ra)
+		}
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *scripted) answer(status int, retryAfter string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status, s.retryAfter = status, retryAfter
+}
+
+func rlGet(ctx context.Context, c *http.Client, url string) (int, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// TestAdaptiveRateLimit: nothing waits before the host's first throttle;
+// after it every request, its first attempt included, waits for its turn
+// (without a lock: a second waits beside the first); one whose turn comes
+// after its deadline fails at once, unsent, with ErrRateLimited; a
+// cancelled wait gives its token back.
+func TestAdaptiveRateLimit(t *testing.T) {
+	srv := newScripted(t)
+	clk := clocktest.New()
+	client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport,
+		httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))}
+	ctx := context.Background()
+	for range 3 {
+		if code, err := rlGet(ctx, client, srv.URL); err != nil || code != 200 {
+			t.Fatalf("before any throttle: %d, %v", code, err)
+		}
+	}
+	srv.answer(http.StatusTooManyRequests, "2")
+	if code, _ := rlGet(ctx, client, srv.URL); code != http.StatusTooManyRequests {
+		t.Fatalf("got %d, want the 429", code)
+	}
+	if n := len(clk.Sleeps()); n != 0 || srv.seen.Load() != 4 {
+		t.Fatalf("%d waits and %d requests before the limit, want 0 and 4", n, srv.seen.Load())
+	}
+	srv.answer(http.StatusOK, "")
+
+	// Two requests wait side by side; neither reaches the server yet.
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if code, err := rlGet(ctx, client, srv.URL); err != nil || code != 200 {
+				t.Errorf("paced request: %d, %v", code, err)
+			}
+		})
+	}
+	if !clk.WaitPending(2) {
+		t.Fatal("the requests did not both wait for their turn")
+	}
+	if n := srv.seen.Load(); n != 4 {
+		t.Fatalf("the server saw %d requests while they waited, want 4", n)
+	}
+	// A third whose turn is past its deadline fails at once, unsent.
+	dctx, cancel := context.WithDeadline(ctx, clk.Now().Add(300*time.Millisecond))
+	_, err := rlGet(dctx, client, srv.URL)
+	cancel()
+	if !errors.Is(err, rebound.ErrRateLimited) || !errors.Is(err, rebound.ErrThrottled) {
+		t.Fatalf("a request whose turn is past its deadline: %v, want ErrRateLimited", err)
+	}
+	if n := len(clk.Sleeps()); n != 2 {
+		t.Fatalf("%d waits, want 2: the third must not wait", n)
+	}
+	clk.Advance(time.Second)
+	wg.Wait()
+	if n := srv.seen.Load(); n != 6 {
+		t.Fatalf("the server saw %d requests, want 6", n)
+	}
+
+	// A cancelled wait gives its token back: the next request waits as
+	// long as the cancelled one would have.
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { _, err := rlGet(cctx, client, srv.URL); done <- err }()
+	if !clk.WaitPending(1) {
+		t.Fatal("the request did not wait")
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v", err)
+	}
+	go func() { _, err := rlGet(ctx, client, srv.URL); done <- err }()
+	if !clk.WaitPending(1) {
+		t.Fatal("the request did not wait")
+	}
+	s := clk.Sleeps()
+	if a, b := s[len(s)-2], s[len(s)-1]; a != b || a <= 0 {
+		t.Fatalf("waits %v then %v: the cancelled token was not given back", a, b)
+	}
+	clk.Advance(time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.seen.Load(); n != 7 {
+		t.Fatalf("the server saw %d requests, want 7", n)
+	}
+}
+
+// TestAdaptiveRateLimitThrottles: 429 and 503 with Retry-After are
+// throttles and start the limit; 503 without Retry-After and 500 are not.
+func TestAdaptiveRateLimitThrottles(t *testing.T) {
+	for _, c := range []struct {
+		status     int
+		retryAfter string
+		throttle   bool
+	}{
+		{http.StatusTooManyRequests, "", true},
+		{http.StatusTooManyRequests, "1", true},
+		{http.StatusServiceUnavailable, "1", true},
+		{http.StatusServiceUnavailable, "", false},
+		{http.StatusInternalServerError, "1", false},
+		{http.StatusOK, "", false},
+	} {
+		t.Run(fmt.Sprint(c.status, "/", c.retryAfter), func(t *testing.T) {
+			srv := newScripted(t)
+			srv.answer(c.status, c.retryAfter)
+			clk := clocktest.New()
+			client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport,
+				httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))}
+			if code, err := rlGet(context.Background(), client, srv.URL); err != nil || code != c.status {
+				t.Fatalf("%d, %v", code, err)
+			}
+			// The limiter starts at the first throttle: the next request
+			// has to wait for its turn (over a second), which its deadline does not
+			// allow.
+			ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(200*time.Millisecond))
+			defer cancel()
+			_, err := rlGet(ctx, client, srv.URL)
+			if limited := errors.Is(err, rebound.ErrRateLimited); limited != c.throttle {
+				t.Fatalf("next request: %v; throttle %v", err, c.throttle)
+			}
+			if want := 1 + map[bool]int32{true: 0, false: 1}[c.throttle]; srv.seen.Load() != want {
+				t.Fatalf("the server saw %d requests, want %d", srv.seen.Load(), want)
+			}
+		})
+	}
+}
+
+// TestAdaptiveRateLimitBadInput: a bad setting is an error naming the
+// option and the field.
+func TestAdaptiveRateLimitBadInput(t *testing.T) {
+	for field, c := range map[string]rebound.AdaptiveRateLimit{
+		"Beta":          {Beta: math.NaN()},
+		"ScaleConstant": {ScaleConstant: -1},
+		"Smoothing":     {Smoothing: math.Inf(1)},
+		"MinRate":       {MinRate: -0.5},
+	} {
+		_, err := httpretry.New(nil, httpretry.WithAdaptiveRateLimit(c))
+		if err == nil || !strings.Contains(err.Error(), "WithAdaptiveRateLimit") || !strings.Contains(err.Error(), "AdaptiveRateLimit."+field) {
+			t.Errorf("%s: %v, want an error naming the option and the field", field, err)
+		}
+	}
+}
+
+// TestAdaptiveRateLimitBounded: a Transport that calls ever new hosts
+// keeps the limiters of the last bounded.DefaultMax only; the others are
+// released.
+func TestAdaptiveRateLimitBounded(t *testing.T) {
+	srv := newScripted(t)
+	addr := srv.Listener.Addr().String()
+	base := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}
+	defer base.CloseIdleConnections()
+	client := &http.Client{Transport: httpretry.NewTransport(base, httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{MinRate: 1.25}))}
+	hosts := 3 * bounded.DefaultMax
+	for i := range hosts {
+		if _, err := rlGet(context.Background(), client, fmt.Sprintf("http://h%d.ratelimit.test/", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := srv.seen.Load(); int(n) != hosts {
+		t.Fatalf("the server saw %d requests, want %d", n, hosts)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ratelimit.Count() > bounded.DefaultMax+64 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d limiters kept after %d hosts, want at most about %d", ratelimit.Count(), hosts, bounded.DefaultMax)
+		}
+		runtime.GC()
+		runtime.Gosched()
+	}
+	runtime.KeepAlive(client)
+}
