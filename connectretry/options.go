@@ -72,7 +72,8 @@ func WithRandom(r rebound.Random) Option {
 // procedure) and grpc.target (the server name of [WithServerName]), and the
 // counters grpc.client.call.retries_throttled and
 // grpc.client.call.retries_pushback_stopped of calls whose retries the
-// throttle or server pushback stopped. The meter's scope is
+// throttle or server pushback stopped, and grpc.client.call.attempt_timeouts
+// of attempts cut by the per-attempt timeout. The meter's scope is
 // "github.com/rebound-go/rebound/connectretry".
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(o *options) { o.SetMeterProvider(mp) })

@@ -169,8 +169,10 @@ func WithAdaptiveHedging(a AdaptiveHedging) Option {
 // grpc.client.call.transparent_retries, grpc.client.call.hedges and
 // grpc.client.call.retry_delay, with grpc.method and grpc.target, plus the
 // counters grpc.client.call.retries_throttled and
-// grpc.client.call.retries_pushback_stopped. Transparent retries are
-// counted by a stats handler that [Client.DialOptions] then installs.
+// grpc.client.call.retries_pushback_stopped, and the counter
+// grpc.client.call.attempt_timeouts of attempts cut by the per-attempt
+// timeout. Transparent retries are counted by a stats handler that
+// [Client.DialOptions] then installs.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(o *options) { o.SetMeterProvider(mp) })
 }

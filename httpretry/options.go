@@ -256,7 +256,9 @@ func WithMaxBufferedBody(n int64) Option {
 // counter http.client.request.retries_throttled of requests whose retries
 // the budget refused. HTTP has no server signal that stops retrying, so
 // http.client.request.retries_pushback_stopped counts only a
-// [WithStrategy] strategy's [rebound.ErrPushback]. The meter's scope is
+// [WithStrategy] strategy's [rebound.ErrPushback]. The counter
+// http.client.request.attempt_timeouts counts attempts cut by
+// [WithPerAttemptTimeout]. The meter's scope is
 // "github.com/rebound-go/rebound/httpretry".
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) {
