@@ -101,8 +101,9 @@ func MaxBytes(n int) ParseOption {
 //   - Field names in any letter case ("MaxAttempts", "retrypolicy"), matched
 //     as encoding/json matches them.
 //   - A field written more than once in an object, in the same or another
-//     case: the last one is used. (grpc-go merges repeated objects field by
-//     field; Parse uses the last object whole.)
+//     case: the last one is used. (grpc-go decodes a repeated object, or
+//     array of objects, into the earlier one, merging them field by field;
+//     Parse uses the last one whole.)
 //   - Durations that grpc-go reads but proto3 JSON does not allow: ".5s",
 //     "1.s", "01s", "+1s", and the odd forms grpc-go's reading gives a value
 //     to ("--1s" is 1s); the warning shows the value in A6's spelling.
