@@ -168,7 +168,10 @@ func (s *serverStream) Receive(msg any) error {
 		return s.err
 	}
 	d := s.i.rec.Decisions(s.ctx, s.spec.Procedure, t.name)
-	call := observe.Traced[struct{}](&d, s.span)
+	call := observe.Hooks[struct{}](&d)
+	if s.span != nil {
+		call = observe.Traced[struct{}](&d, s.span)
+	}
 	_, err := call.Retry(s.ctx, p.retry, func(context.Context) (struct{}, error) { return struct{}{}, s.attempt(msg) })
 	if s.n != nil {
 		*s.n = s.attempts

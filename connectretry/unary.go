@@ -85,7 +85,10 @@ func (i *Interceptor) unary(ctx context.Context, next connect.UnaryFunc, req con
 		return resp, err
 	}
 	u := unaryCall{next: next, req: req, codes: mc.RetryPolicy.RetryableStatusCodes, clock: i.clock(), span: span, timeout: cp.timeout, hints: i.opts.Hints}
-	call := observe.Traced[connect.AnyResponse](&d, span)
+	call := observe.Hooks[connect.AnyResponse](&d)
+	if span != nil {
+		call = observe.Traced[connect.AnyResponse](&d, span)
+	}
 	resp, err := call.Retry(ctx, p.retry, u.attempt)
 	if n != nil {
 		*n = u.attempts
@@ -285,7 +288,10 @@ func (i *Interceptor) hedgeUnary(ctx context.Context, d *observe.Decisions, span
 		return won{resp, r}, nil
 	}
 	d.Tracker = &tr // to hear of a hedge the budget refuses, for Stats
-	call := observe.Traced[won](d, span)
+	call := observe.Hooks[won](d)
+	if span != nil {
+		call = observe.Traced[won](d, span)
+	}
 	w, err := call.Hedge(hedgeContext{ctx}, hd, op)
 	// Hedge has waited for every attempt: tr is complete.
 	if n != nil {

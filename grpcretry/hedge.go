@@ -40,7 +40,7 @@ import (
 // The context of every attempt carries a [distinct.Call], so that the
 // rebound_distinct balancer sends the hedges to backends not used yet.
 func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serviceconfig.MethodConfig, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int, tr *observe.Tracker, d *observe.Decisions, span *observe.CallSpan) error {
-	h := &hedgedCall{method: method, req: req, cc: cc, invoker: invoker, codes: mc.HedgingPolicy.NonFatalStatusCodes, span: span, ctx: ctx, hints: c.opts.Hints}
+	h := &hedgedCall{method: method, req: req, cc: cc, invoker: invoker, codes: mc.HedgingPolicy.NonFatalStatusCodes, span: span, hints: c.opts.Hints}
 	h.tr = tr
 	if h.tr == nil {
 		h.tr = &h.trk
@@ -74,7 +74,10 @@ func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serv
 		start = am.clock.Now()
 	}
 	d.Tracker = h.tr // to hear of a hedge the budget refuses, for Stats
-	call := observe.Traced[*hedgeAttempt](d, span)
+	call := observe.Hooks[*hedgeAttempt](d)
+	if span != nil {
+		call = observe.Traced[*hedgeAttempt](d, span)
+	}
 	won, err := call.Hedge(ctx, hedger, h.attempt)
 	if n != nil {
 		*n = int(h.sent.Load())
@@ -122,7 +125,6 @@ type hedgedCall struct {
 	tr    *observe.Tracker // the call's, with metrics on; else &trk
 	trk   observe.Tracker
 	span  *observe.CallSpan // nil unless the client traces
-	ctx   context.Context   // the call's: it ends only with the caller's
 	hints a6.Hints          // the client's RetryInfo settings
 }
 
@@ -184,11 +186,8 @@ func (h *hedgedCall) attempt(ctx context.Context, n int) (*hedgeAttempt, error) 
 	}
 	ctx, as := startAttempt(ctx, h.span, n)
 	err := h.invoker(ctx, h.method, h.req, a.reply, h.cc, opts...)
-	// An attempt whose context ended while the call's goes on has lost:
-	// the call ended with another attempt.
-	lost := ctx.Err() != nil && h.ctx.Err() == nil
 	if err == nil {
-		endAttempt(as, nil, rebound.RetryInfo{}, lost)
+		endAttempt(as, nil, rebound.RetryInfo{}, h.span.Lost(ctx))
 		return a, nil
 	}
 	nonFatal := h.codes.Has(serviceconfig.Code(status.Code(err)))
@@ -198,7 +197,7 @@ func (h *hedgedCall) attempt(ctx context.Context, n int) (*hedgeAttempt, error) 
 	if a.header != nil {
 		as.Committed(whyHeaders)
 	}
-	endAttempt(as, err, info, lost)
+	endAttempt(as, err, info, h.span.Lost(ctx))
 	if ctx.Err() == nil { // a loser cancelled by the winner did not fail
 		h.tr.Failed(n, info, time.Time{})
 	}

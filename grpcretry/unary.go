@@ -100,7 +100,10 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	// backends; the context that records them lives in md, at no
 	// further allocation.
 	md.dctx.Context = ctx
-	call := observe.Traced[struct{}](&d, span)
+	call := observe.Hooks[struct{}](&d)
+	if span != nil {
+		call = observe.Traced[struct{}](&d, span)
+	}
 	_, err = call.Retry(&md.dctx, strategy, u.attempt)
 	if n != nil {
 		*n = u.attempts

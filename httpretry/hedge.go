@@ -78,7 +78,10 @@ func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing
 	}
 	d := t.rec.Decisions(ctx, name, target)
 	d.Tracker = &tr // to hear of a hedge the budget refuses, for Stats
-	call := observe.Traced[*http.Response](&d, span)
+	call := observe.Hooks[*http.Response](&d)
+	if span != nil {
+		call = observe.Traced[*http.Response](&d, span)
+	}
 	resp, err := call.Hedge(ctx, hd, op)
 	countAttempts(ctx, tr.Attempts())
 	if err != nil {

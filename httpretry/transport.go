@@ -201,7 +201,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	d := t.rec.Decisions(ctx, name, target)
-	call := observe.Traced[*http.Response](&d, span)
+	call := observe.Hooks[*http.Response](&d)
+	if span != nil {
+		call = observe.Traced[*http.Response](&d, span)
+	}
 	resp, err := call.Retry(ctx, st, c.attempt)
 	countAttempts(ctx, c.sent)
 	loopErr := err

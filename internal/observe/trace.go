@@ -94,6 +94,7 @@ func NewTracer(tp trace.TracerProvider, scope string, system System) *Tracer {
 // nil *CallSpan records nothing. Its methods may be called from the
 // goroutines of hedged attempts at once.
 type CallSpan struct {
+	ctx       context.Context // the caller's: it ends only with the call
 	tracer    trace.Tracer
 	span      trace.Span
 	attempt   string               // the attempt spans' name
@@ -143,8 +144,9 @@ func (t *Tracer) StartHTTP(ctx context.Context, method string, u *url.URL) (cont
 }
 
 func (t *Tracer) start(ctx context.Context, name, attempt string, attrs []attribute.KeyValue) (context.Context, *CallSpan) {
+	parent := ctx
 	ctx, span := t.t.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	return ctx, &CallSpan{tracer: t.t, span: span, attempt: attempt, attrs: attrs, system: t.system}
+	return ctx, &CallSpan{ctx: parent, tracer: t.t, span: span, attempt: attempt, attrs: attrs, system: t.system}
 }
 
 // appendServer appends server.address and server.port of hostport.
@@ -214,6 +216,13 @@ func (c *CallSpan) End(o Outcome) {
 		return
 	}
 	end(c.span, o, AttemptsKey.Int(int(c.attempts.Load())))
+}
+
+// Lost reports whether a hedged attempt whose context is actx lost: its
+// context has ended while the call goes on, so the call ended with another
+// attempt. A nil c reports false.
+func (c *CallSpan) Lost(actx context.Context) bool {
+	return c != nil && actx.Err() != nil && c.ctx.Err() == nil
 }
 
 // event adds an event to the call's span.
@@ -335,27 +344,32 @@ func (a *AttemptSpan) End(o Outcome, info rebound.RetryInfo, lost bool) {
 	end(a.span, o)
 }
 
-// Traced returns the hooks of d (see [Hooks]), which also add the call's
-// events to s. Without s it is Hooks.
+// Traced returns the hooks of d (see [Hooks]) for a traced call: they also
+// add the call's events to s. It copies d, so that a call that is not
+// traced keeps its decisions off the heap; a front door calls it only with
+// a span:
+//
+//	call := observe.Hooks[T](&d)
+//	if span != nil {
+//		call = observe.Traced[T](&d, span)
+//	}
 func Traced[T any](d *Decisions, s *CallSpan) rebound.Call[T] {
-	if s == nil {
-		return Hooks[T](d)
-	}
+	dc := *d
 	return rebound.Call[T]{
 		OnRetry: func(attempt int, err error, delay time.Duration) {
-			d.Retry(attempt, err, delay)
+			dc.Retry(attempt, err, delay)
 			s.Retry(attempt, delay)
 		},
 		OnHedge: func(attempt int) {
-			d.Hedge(attempt)
+			dc.Hedge(attempt)
 			s.Hedge(attempt)
 		},
 		OnThrottled: func(attempt int) {
-			d.Throttled(attempt)
+			dc.Throttled(attempt)
 			s.Throttled(attempt)
 		},
 		OnGiveUp: func(attempts int, err, reason error) {
-			d.GaveUp(attempts, err, reason)
+			dc.GaveUp(attempts, err, reason)
 			s.GaveUp(attempts, reason)
 		},
 	}
