@@ -91,6 +91,14 @@ func (t *Transport) checkResponse(resp *http.Response, idempotent bool, retryabl
 			}
 			info.HasRetryAfter, info.RetryAfter = true, d
 		}
+	} else if t.cfg.rateLimitReset {
+		if d, ok := rateLimitReset(resp.Header, t.cfg.clock.Now()); ok {
+			if d > t.cfg.retryAfterCap {
+				info.Stop = rebound.ErrRetryDelayTooLong
+			} else {
+				info.MinDelay = d
+			}
+		}
 	}
 	return &statusError{resp: resp, info: info}
 }

@@ -68,6 +68,8 @@ type config struct {
 
 	// headers are WithIdempotencyKey's and WithAttemptHeader's.
 	headers requestHeaders
+	// rateLimitReset is WithRateLimitReset.
+	rateLimitReset bool
 
 	// set records which options configure the built-in strategy, to reject
 	// them next to WithStrategy.
