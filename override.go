@@ -35,8 +35,3 @@ type Override struct {
 	// Disable makes the call once: no retries, no hedges.
 	Disable bool
 }
-
-// IsZero reports whether o changes nothing.
-func (o Override) IsZero() bool {
-	return o.MaxAttempts == 0 && o.PerAttemptTimeout == 0 && o.RetryableCodes == nil && !o.Disable
-}

@@ -336,6 +336,9 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 	} else {
 		info = hinted(s.c.opts.Hints, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed), err)
 	}
+	if a.timer != nil {
+		a.cancel() // the attempt's own context ends with it
+	}
 	endAttempt(a.span, err, info, false)
 	if s.hedger != nil {
 		s.finish(a, err, s.hedgeVerdict(info))
