@@ -17,10 +17,13 @@
 //
 // The limit follows latency, as Netflix's concurrency-limits (Gradient2)
 // and Envoy's adaptive concurrency filter do: while requests take about as
-// long as they usually do, it grows; when they take longer than
-// [Config.Tolerance] times the long-run average, requests are queueing
-// somewhere inside the server, and it shrinks toward what the server
-// handles without queueing. A handler that fails with a sign of overload
+// long as they do on an idle server, it grows; when they take longer than
+// [Config.Tolerance] times that, requests are queueing somewhere inside
+// the server, and it shrinks toward what the server handles without
+// queueing. The idle latency is the fastest of the last 10 to 20 seconds,
+// as Envoy measures its minimum round trip: a long-run average, as
+// Gradient2 keeps, drifts up under a sustained overload and ends by taking
+// the queueing for normal. A handler that fails with a sign of overload
 // (UNAVAILABLE or RESOURCE_EXHAUSTED, HTTP 429 or 503) shrinks it at once.
 //
 // The same Shedder serves grpc-go ([Shedder.UnaryServerInterceptor],
@@ -51,8 +54,10 @@ type Config struct {
 	// MinLimit and MaxLimit bound the limit: 1 <= MinLimit <= MaxLimit
 	// <= 1,000,000. Equal, they fix it.
 	MinLimit, MaxLimit int
-	// Tolerance is how much slower than their long-run average requests
-	// may get before the limit shrinks, > 1 and at most 100.
+	// Tolerance is how much slower than on an idle server requests may
+	// get before the limit shrinks, > 1 and at most 100. The limit settles
+	// where requests take about Tolerance / (1 − 1/√limit) times their
+	// idle latency.
 	Tolerance float64
 	// RetryShare is the share of recent requests the Shedder may shed and
 	// still invite retries, in [0, 1). Beyond it, it says "don't retry".
@@ -138,8 +143,10 @@ type Shedder struct {
 	mu         sync.Mutex
 	limit      float64
 	inFlight   int
-	short      float64 // recent latency, seconds (EWMA)
-	long       float64 // long-run latency, seconds (EWMA)
+	short      float64   // recent latency, seconds (EWMA)
+	idle       float64   // fastest latency of the current baseline period, seconds; 0 for none
+	prevIdle   float64   // the same of the period before
+	idleSince  time.Time // when the current baseline period began
 	samples    int
 	window     *shedrule.Window
 	admitted   int64
@@ -151,9 +158,12 @@ type Shedder struct {
 // Smoothing of the latency averages and of the limit, as Gradient2's.
 const (
 	shortAlpha = 0.1
-	longAlpha  = 1.0 / 600
 	limitAlpha = 0.2
 )
+
+// baselinePeriod is how long the fastest latency counts as the idle one:
+// the baseline is the fastest of the current period and the one before.
+const baselinePeriod = 10 * time.Second
 
 // New returns a Shedder, or an error naming the first invalid field of c or
 // the first invalid option.
@@ -232,7 +242,8 @@ func (s *Shedder) done(start time.Time, atStart int, overloaded bool) {
 		// Gradient2 reacts to a drop as AIMD does: at once.
 		s.limit = max(float64(s.cfg.MinLimit), s.limit*0.9)
 	} else {
-		s.sample(s.clock.Now().Sub(start).Seconds(), atStart)
+		now := s.clock.Now()
+		s.sample(now, now.Sub(start).Seconds(), atStart)
 	}
 	n := int(s.limit)
 	changed := n != s.lastLimitN
@@ -244,28 +255,33 @@ func (s *Shedder) done(start time.Time, atStart int, overloaded bool) {
 	}
 }
 
-// sample updates the latency averages and the limit with one request's
-// latency, Gradient2's way.
-func (s *Shedder) sample(rtt float64, atStart int) {
+// sample updates the latency figures and the limit with the latency of
+// a request that ended at now, Gradient2's way against an idle baseline.
+func (s *Shedder) sample(now time.Time, rtt float64, atStart int) {
 	rtt = max(rtt, 1e-6)
 	s.samples++
 	if s.samples == 1 {
-		s.short, s.long = rtt, rtt
+		s.short = rtt
+		s.idleSince = now
 	} else {
 		s.short += shortAlpha * (rtt - s.short)
-		s.long += longAlpha * (rtt - s.long)
 	}
-	if s.long/s.short > 2 {
-		// Latency fell a long way: let the long-run average catch up, so
-		// that the limit can grow again.
-		s.long *= 0.95
+	if now.Sub(s.idleSince) >= baselinePeriod {
+		s.prevIdle, s.idle, s.idleSince = s.idle, 0, now
+	}
+	if s.idle == 0 || rtt < s.idle {
+		s.idle = rtt
+	}
+	base := s.idle
+	if s.prevIdle > 0 {
+		base = min(base, s.prevIdle)
 	}
 	if float64(atStart) < s.limit/2 {
 		// The server was not busy: this sample says nothing about the
 		// limit.
 		return
 	}
-	gradient := max(0.5, min(1, s.cfg.Tolerance*s.long/s.short))
+	gradient := max(0.5, min(1, s.cfg.Tolerance*base/s.short))
 	next := s.limit*gradient + math.Sqrt(s.limit)
 	s.limit = min(float64(s.cfg.MaxLimit), max(float64(s.cfg.MinLimit), (1-limitAlpha)*s.limit+limitAlpha*next))
 }
