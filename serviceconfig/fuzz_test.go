@@ -44,7 +44,7 @@ func FuzzParse(f *testing.F) {
 		if !json.Valid(data) {
 			t.Fatalf("Parse accepted invalid JSON")
 		}
-		checkInvariants(t, c)
+		checkInvariants(t, data, c)
 
 		// Parsing is deterministic.
 		c2, err := serviceconfig.Parse(data)
@@ -68,6 +68,14 @@ func checkParseError(t *testing.T, data []byte, err error) {
 		if msg := e.Error(); !strings.HasPrefix(msg, "serviceconfig: ") || strings.ContainsAny(msg, "\n\r") {
 			t.Fatalf("error element %q is not one line starting with serviceconfig:", msg)
 		}
+		checkPlace(t, data, pe.Line, pe.Column, pe.Error())
+	}
+	var perr *serviceconfig.ParseError
+	if !errors.As(err, &perr) {
+		t.Fatalf("error %T is not a *ParseError", err)
+	}
+	for _, w := range perr.Warnings {
+		checkPlace(t, data, w.Line, w.Column, w.String())
 	}
 	if !json.Valid(data) {
 		if n := len(u.Unwrap()); n != 1 || !strings.HasPrefix(err.Error(), "serviceconfig: invalid JSON") {
@@ -76,8 +84,21 @@ func checkParseError(t *testing.T, data []byte, err error) {
 	}
 }
 
+// checkPlace checks that a problem's line and column are in data, or both
+// 0 for the summary that ends a long list.
+func checkPlace(t *testing.T, data []byte, line, col int, what string) {
+	t.Helper()
+	if line == 0 && col == 0 && strings.Contains(what, " more ") {
+		return
+	}
+	lines := strings.Split(string(data), "\n")
+	if line < 1 || line > len(lines) || col < 1 || col > len(lines[line-1])+1 {
+		t.Fatalf("%q at line %d, column %d: not in the input of %d lines", what, line, col, len(lines))
+	}
+}
+
 // checkInvariants checks what Parse promises about a config it accepts.
-func checkInvariants(t *testing.T, c *serviceconfig.Config) {
+func checkInvariants(t *testing.T, data []byte, c *serviceconfig.Config) {
 	t.Helper()
 	valid := serviceconfig.CodeSet(1<<17 - 1)
 	for i := range c.MethodConfigs {
@@ -146,6 +167,7 @@ func checkInvariants(t *testing.T, c *serviceconfig.Config) {
 		if strings.ContainsAny(w.String(), "\n\r") {
 			t.Fatalf("warning %q: want one line", w.String())
 		}
+		checkPlace(t, data, w.Line, w.Column, w.String())
 	}
 }
 
@@ -292,6 +314,6 @@ func FuzzParseField(f *testing.F) {
 		if !json.Valid(data) {
 			t.Fatalf("Parse accepted invalid JSON")
 		}
-		checkInvariants(t, c)
+		checkInvariants(t, data, c)
 	})
 }
