@@ -1,0 +1,132 @@
+package grpcretry
+
+import (
+	"context"
+	"io"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/ratelimit"
+)
+
+// WithAdaptiveRateLimit paces the calls to each server name (see
+// [WithServerName]) to the rate the server accepts (see
+// [rebound.RateLimiter]): every attempt, the first included, of every call
+// on the ClientConn waits for a send token within its context. When its
+// turn would come after the context's deadline it fails at once, without
+// reaching the server, with RESOURCE_EXHAUSTED and an error that unwraps
+// to [rebound.ErrRateLimited]; it is not retried, so the call ends with
+// [rebound.ErrThrottled]. A wait the caller cancels gives its token back.
+//
+// RESOURCE_EXHAUSTED, and any status with a grpc-retry-pushback-ms
+// trailer, are throttles; the pushback delay holds the rate until it has
+// passed. Every other status only feeds the measured rate. The limit
+// starts at the server's first throttle: until then nothing waits.
+//
+// Every client of the process with the same server name and c shares one
+// limiter, so that they together keep to the server's limit. c's fields
+// must be valid; the zero value means the AWS SDKs' constants.
+func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimit) Option {
+	return optionFunc(func(o *options) {
+		if err := c.Validate(); err != nil {
+			o.Fail("WithAdaptiveRateLimit: %v", err)
+			return
+		}
+		o.rateLimit = &c
+	})
+}
+
+// newLimit returns the rate limit gate of server name, or nil when the
+// option is off.
+func (c *Client) newLimit(name string) *ratelimit.Gate {
+	if c.opts.rateLimit == nil {
+		return nil
+	}
+	return &ratelimit.Gate{Limiter: ratelimit.Limiter(name, *c.opts.rateLimit), Clock: c.clock}
+}
+
+// rateLimited is the error of an attempt whose turn would come after its
+// deadline: RESOURCE_EXHAUSTED, unwrapping to rebound.ErrRateLimited.
+type rateLimited struct{}
+
+func (rateLimited) Error() string { return "grpcretry: " + rebound.ErrRateLimited.Error() }
+func (rateLimited) Unwrap() error { return rebound.ErrRateLimited }
+func (rateLimited) GRPCStatus() *status.Status {
+	return status.New(codes.ResourceExhausted, "grpcretry: "+rebound.ErrRateLimited.Error())
+}
+
+// waitError turns the error of a wait into an attempt's error.
+func waitError(ctx context.Context, err error) error {
+	if err == rebound.ErrRateLimited {
+		return rateLimited{}
+	}
+	return status.FromContextError(ctx.Err()).Err()
+}
+
+// feedback returns what an attempt's status and trailer say about the
+// server's limit.
+func feedback(err error, trailer metadata.MD) rebound.RateFeedback {
+	d, stop, present := a6.ParsePushback(trailer[a6.PushbackHeader])
+	if stop {
+		d = 0
+	}
+	return ratelimit.Feedback(uint32(status.Code(err)), present, d)
+}
+
+// limitedInvoker makes each attempt wait for its turn and tells g of each
+// answer.
+func limitedInvoker(g *ratelimit.Gate, invoker grpc.UnaryInvoker) grpc.UnaryInvoker {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		r, err := g.Wait(ctx)
+		if err != nil {
+			return waitError(ctx, err)
+		}
+		var trailer metadata.MD
+		err = invoker(ctx, method, req, reply, cc, append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))...)
+		g.Observe(r, feedback(err, trailer))
+		return err
+	}
+}
+
+// limitedStreamer makes each stream attempt wait for its turn; the
+// attempt's status and trailer, seen when its messages end, tell g what
+// the server said.
+func limitedStreamer(g *ratelimit.Gate, streamer grpc.Streamer) grpc.Streamer {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		r, err := g.Wait(ctx)
+		if err != nil {
+			return nil, waitError(ctx, err)
+		}
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			g.Observe(r, feedback(err, nil))
+			return nil, err
+		}
+		return &limitedStream{ClientStream: cs, gate: g, r: r}, nil
+	}
+}
+
+type limitedStream struct {
+	grpc.ClientStream
+	gate *ratelimit.Gate
+	r    rebound.Reservation
+	done atomic.Bool
+}
+
+func (s *limitedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err != nil && s.done.CompareAndSwap(false, true) {
+		st := err
+		if err == io.EOF {
+			st = nil
+		}
+		s.gate.Observe(s.r, feedback(st, s.ClientStream.Trailer()))
+	}
+	return err
+}

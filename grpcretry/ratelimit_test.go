@@ -1,0 +1,266 @@
+package grpcretry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/grpcretry"
+	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/grpctest"
+	"github.com/rebound-go/rebound/internal/ratelimit"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+// answer is a scripted status: code and a pushback trailer ("" for none).
+type answer struct {
+	code     codes.Code
+	pushback string
+}
+
+// scriptedServer answers every call with the answer a test sets.
+func scriptedServer(t *testing.T) (*grpctest.Server, *atomic.Pointer[answer]) {
+	var a atomic.Pointer[answer]
+	a.Store(&answer{code: codes.OK})
+	srv := grpctest.Start(t, grpctest.Handlers{
+		Unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			ans := a.Load()
+			if ans.pushback != "" {
+				grpc.SetTrailer(ctx, metadata.Pairs("grpc-retry-pushback-ms", ans.pushback))
+			}
+			if ans.code != codes.OK {
+				return nil, status.Error(ans.code, "scripted")
+			}
+			return &testpb.SimpleResponse{}, nil
+		},
+	})
+	return srv, &a
+}
+
+// limitedClient dials srv through rebound with a manual clock and an
+// adaptive rate limit of its own server name.
+func limitedClient(t *testing.T, srv *grpctest.Server, cfg *serviceconfig.Config) (testpb.TestServiceClient, *clocktest.Clock) {
+	clk := clocktest.New()
+	c, err := grpcretry.New(cfg, grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.5)),
+		grpcretry.WithServerName(fmt.Sprint("ratelimit-", t.Name(), time.Now().UnixNano())),
+		grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...)), clk
+}
+
+// TestAdaptiveRateLimit: nothing waits before the server's first
+// throttle; after it every call, its first attempt included, waits for
+// its turn (without a lock: a second waits beside the first); one whose
+// turn comes after its deadline fails at once, unsent, with
+// RESOURCE_EXHAUSTED and ErrRateLimited; a cancelled wait gives its token
+// back.
+func TestAdaptiveRateLimit(t *testing.T) {
+	srv, ans := scriptedServer(t)
+	tc, clk := limitedClient(t, srv, nil)
+	ctx := context.Background()
+	call := func(ctx context.Context) error { _, err := tc.UnaryCall(ctx, grpctest.Request("x")); return err }
+	for range 3 {
+		if err := call(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ans.Store(&answer{code: codes.ResourceExhausted})
+	if err := call(ctx); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("got %v, want the server's RESOURCE_EXHAUSTED", err)
+	}
+	if n := len(clk.Sleeps()); n != 0 || srv.Count(grpctest.UnaryCall) != 4 {
+		t.Fatalf("%d waits and %d calls before the limit, want 0 and 4", n, srv.Count(grpctest.UnaryCall))
+	}
+	ans.Store(&answer{code: codes.OK})
+
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if err := call(ctx); err != nil {
+				t.Errorf("paced call: %v", err)
+			}
+		})
+	}
+	if !clk.WaitPending(2) {
+		t.Fatal("the calls did not both wait for their turn")
+	}
+	if n := srv.Count(grpctest.UnaryCall); n != 4 {
+		t.Fatalf("the server saw %d calls while they waited, want 4", n)
+	}
+	dctx, cancel := context.WithDeadline(ctx, clk.Now().Add(300*time.Millisecond))
+	err := call(dctx)
+	cancel()
+	if status.Code(err) != codes.ResourceExhausted || !errors.Is(err, rebound.ErrRateLimited) {
+		t.Fatalf("a call whose turn is past its deadline: %v, want RESOURCE_EXHAUSTED and ErrRateLimited", err)
+	}
+	if n := len(clk.Sleeps()); n != 2 {
+		t.Fatalf("%d waits, want 2: the third must not wait", n)
+	}
+	clk.Advance(time.Second)
+	wg.Wait()
+	if n := srv.Count(grpctest.UnaryCall); n != 6 {
+		t.Fatalf("the server saw %d calls, want 6", n)
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- call(cctx) }()
+	if !clk.WaitPending(1) {
+		t.Fatal("the call did not wait")
+	}
+	cancel()
+	if err := <-done; status.Code(err) != codes.Canceled {
+		t.Fatalf("cancelled wait: %v, want CANCELLED", err)
+	}
+	go func() { done <- call(ctx) }()
+	if !clk.WaitPending(1) {
+		t.Fatal("the call did not wait")
+	}
+	s := clk.Sleeps()
+	if a, b := s[len(s)-2], s[len(s)-1]; a != b || a <= 0 {
+		t.Fatalf("waits %v then %v: the cancelled token was not given back", a, b)
+	}
+	clk.Advance(time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Count(grpctest.UnaryCall); n != 7 {
+		t.Fatalf("the server saw %d calls, want 7", n)
+	}
+}
+
+// TestAdaptiveRateLimitThrottles: RESOURCE_EXHAUSTED and any status with
+// pushback are throttles and start the limit; others are not.
+func TestAdaptiveRateLimitThrottles(t *testing.T) {
+	for _, c := range []struct {
+		answer
+		throttle bool
+	}{
+		{answer{codes.ResourceExhausted, ""}, true},
+		{answer{codes.ResourceExhausted, "1000"}, true},
+		{answer{codes.Unavailable, "1000"}, true},
+		{answer{codes.Unavailable, "-1"}, true},
+		{answer{codes.Unavailable, ""}, false},
+		{answer{codes.Internal, ""}, false},
+		{answer{codes.OK, ""}, false},
+	} {
+		t.Run(fmt.Sprint(c.code, "/", c.pushback), func(t *testing.T) {
+			srv, ans := scriptedServer(t)
+			ans.Store(&c.answer)
+			tc, clk := limitedClient(t, srv, nil)
+			if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x")); status.Code(err) != c.code {
+				t.Fatalf("got %v, want %v", err, c.code)
+			}
+			ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(200*time.Millisecond))
+			defer cancel()
+			_, err := tc.UnaryCall(ctx, grpctest.Request("x"))
+			if limited := errors.Is(err, rebound.ErrRateLimited); limited != c.throttle {
+				t.Fatalf("next call: %v; throttle %v", err, c.throttle)
+			}
+			want := 2
+			if c.throttle {
+				want = 1
+			}
+			if n := srv.Count(grpctest.UnaryCall); n != want {
+				t.Fatalf("the server saw %d calls, want %d", n, want)
+			}
+		})
+	}
+}
+
+// TestAdaptiveRateLimitUnderPolicy: under a retry policy that retries
+// RESOURCE_EXHAUSTED, a call whose turn is past its deadline is not
+// retried: it ends at once, without a backoff, with ErrThrottled. Streams
+// wait for the same limit.
+func TestAdaptiveRateLimitUnderPolicy(t *testing.T) {
+	srv, ans := scriptedServer(t)
+	ans.Store(&answer{codes.ResourceExhausted, "-1"}) // a throttle the policy does not retry
+	tc, clk := limitedClient(t, srv, retryConfig(t, 3, `"RESOURCE_EXHAUSTED"`, ""))
+	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x")); status.Code(err) != codes.ResourceExhausted {
+		t.Fatal(err)
+	}
+	ans.Store(&answer{code: codes.OK})
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(200*time.Millisecond))
+	defer cancel()
+	var n int
+	_, err := tc.UnaryCall(ctx, grpctest.Request("x"), grpcretry.CountAttempts(&n))
+	if status.Code(err) != codes.ResourceExhausted || !errors.Is(err, rebound.ErrRateLimited) || !errors.Is(err, rebound.ErrThrottled) {
+		t.Fatalf("%v, want RESOURCE_EXHAUSTED ending with ErrThrottled", err)
+	}
+	if c := srv.Count(grpctest.UnaryCall); c != 1 || n != 1 || len(clk.Sleeps()) != 0 {
+		t.Fatalf("server saw %d calls, %d attempts, %d waits; want 1, 1, 0", c, n, len(clk.Sleeps()))
+	}
+	st, err := tc.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
+	if err == nil {
+		_, err = st.Recv()
+	}
+	if !errors.Is(err, rebound.ErrRateLimited) {
+		t.Fatalf("stream: %v, want ErrRateLimited", err)
+	}
+	if n := srv.Count(grpctest.StreamingOutputCall); n != 0 {
+		t.Fatalf("server saw %d streams, want 0", n)
+	}
+}
+
+// TestAdaptiveRateLimitBadInput: a bad setting is an error naming the
+// option and the field.
+func TestAdaptiveRateLimitBadInput(t *testing.T) {
+	for field, c := range map[string]rebound.AdaptiveRateLimit{
+		"Beta":          {Beta: 1.5},
+		"ScaleConstant": {ScaleConstant: math.NaN()},
+		"Smoothing":     {Smoothing: -1},
+		"MinRate":       {MinRate: math.Inf(1)},
+	} {
+		_, err := grpcretry.New(nil, grpcretry.WithAdaptiveRateLimit(c))
+		if err == nil || !strings.Contains(err.Error(), "WithAdaptiveRateLimit") || !strings.Contains(err.Error(), "AdaptiveRateLimit."+field) {
+			t.Errorf("%s: %v, want an error naming the option and the field", field, err)
+		}
+	}
+}
+
+// TestAdaptiveRateLimitBounded: the limiters of closed and dropped
+// ClientConns are released, whatever the number of server names used.
+func TestAdaptiveRateLimitBounded(t *testing.T) {
+	srv, _ := scriptedServer(t)
+	before := ratelimit.Count()
+	for i := range 200 {
+		c, err := grpcretry.New(nil, grpcretry.WithServerName(fmt.Sprint("bounded-", i, "-", time.Now().UnixNano())),
+			grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, err := grpc.NewClient(srv.Addr, append(c.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := testpb.NewTestServiceClient(cc).UnaryCall(context.Background(), grpctest.Request("x")); err != nil {
+			t.Fatal(err)
+		}
+		cc.Close()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ratelimit.Count() > before+20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d limiters kept after 200 closed conns, want at most %d", ratelimit.Count(), before+20)
+		}
+		runtime.GC()
+		runtime.Gosched()
+	}
+}
