@@ -91,3 +91,13 @@ func FuzzDurationGRPCGo(f *testing.F) {
 		}
 	})
 }
+
+// Every object Parse interprets has room for its fields in a fields value.
+func TestFieldListsFit(t *testing.T) {
+	var f fields
+	for _, names := range [][]string{rootFields, methodFields, nameFields, retryFields, hedgingFields, throttlingFields} {
+		if len(names) > len(f.v) {
+			t.Errorf("%d fields %v, room for %d", len(names), names, len(f.v))
+		}
+	}
+}
