@@ -21,8 +21,9 @@ type overrideKey struct{}
 // a shorter per-attempt timeout, fewer retryable status codes (HTTP status
 // codes), or no retry at all. Asking for more than the Transport's options
 // allow takes [WithTrustedOverrides]; see [rebound.Override]. A request
-// whose o is invalid (a negative field) fails before it is sent. Hedged
-// requests keep their hedging, except that Disable sends them once.
+// whose o is invalid (a negative field) fails before it is sent. For a
+// hedged request ([WithHedging]) MaxAttempts and Disable apply; a
+// hedged request is not timed, and keeps the hedged status codes.
 //
 //	req = req.WithContext(httpretry.NewOverrideContext(req.Context(), rebound.Override{MaxAttempts: 1}))
 func NewOverrideContext(ctx context.Context, o rebound.Override) context.Context {
@@ -68,6 +69,28 @@ func (t *Transport) override(ctx context.Context, c *call, h *host, ov rebound.O
 	st := *h.retry
 	st.maxAttempts, st.budget = r.MaxAttempts, h.budget
 	return &st, nil
+}
+
+// overrideHedge returns the hedger of a hedged request on host h under
+// ov: h's own, one with fewer attempts, or nil when ov disables retries
+// (the request is then sent once, on the retry path).
+func (t *Transport) overrideHedge(ctx context.Context, h *host, ov rebound.Override, name, target string) (*rebound.Hedger, error) {
+	if err := override.Validate(ov); err != nil {
+		return nil, errors.New("httpretry: " + err.Error())
+	}
+	p := *t.cfg.hedge
+	if ov.MaxAttempts > p.MaxAttempts && !ov.Disable {
+		t.rec.Log(ctx, "rebound: override clamped to the Transport's options", name, target,
+			slog.Any("fields", []string{"MaxAttempts"}), slog.Bool("trusted", t.cfg.trustedOverrides))
+	}
+	switch {
+	case ov.Disable:
+		return nil, nil
+	case ov.MaxAttempts > 0 && ov.MaxAttempts < p.MaxAttempts:
+		p.MaxAttempts = ov.MaxAttempts
+		return rebound.NewHedger(p, rebound.WithBudget(h.budget), rebound.WithClock(t.cfg.clock))
+	}
+	return h.hedger, nil
 }
 
 // timed sends r as one attempt under the per-attempt timeout: its timer

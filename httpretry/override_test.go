@@ -96,3 +96,29 @@ func TestOverrideInvalid(t *testing.T) {
 		t.Fatalf("err %v with %d attempts, want an error naming Override.PerAttemptTimeout before any", err, srv.attempts())
 	}
 }
+
+func TestOverrideHedged(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		o        rebound.Override
+		attempts int
+	}{
+		{"fewer hedges", rebound.Override{MaxAttempts: 2}, 2},
+		{"more hedges clamped", rebound.Override{MaxAttempts: 9}, 3},
+		{"disable", rebound.Override{Disable: true}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, script(503))
+			client, _ := newClient(t, httpretry.WithHedging(0, 3))
+			req, _ := http.NewRequestWithContext(httpretry.NewOverrideContext(context.Background(), tc.o), http.MethodGet, srv.URL, nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, resp)
+			if got := srv.attempts(); got != tc.attempts {
+				t.Fatalf("server saw %d attempts, want %d", got, tc.attempts)
+			}
+		})
+	}
+}

@@ -186,8 +186,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	ctx, span := t.tracer.StartHTTP(ctx, req.Method, req.URL)
-	if h.hedger != nil && idempotent {
-		resp, err := t.hedge(ctx, h.hedger, &out, name, target, req, span)
+	hd := h.hedger
+	if ov := overrideOf(ctx); hd != nil && idempotent && ov != nil {
+		if hd, err = t.overrideHedge(ctx, h, *ov, name, target); err != nil {
+			closeBody(out.first)
+			endCall(span, nil, err)
+			return nil, err
+		}
+	}
+	if hd != nil && idempotent {
+		resp, err := t.hedge(ctx, hd, &out, name, target, req, span)
 		endCall(span, resp, err)
 		return resp, err
 	}
