@@ -35,15 +35,16 @@ func rejectGRPC() error {
 // calls beyond the limit with UNAVAILABLE and a grpc-retry-pushback-ms
 // trailer. It is safe for concurrent use.
 func (s *Shedder) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 		done, pb := s.Admit()
 		if done == nil {
 			_ = grpc.SetTrailer(ctx, metadata.Pairs(pushbackHeader, pb.Millis()))
 			return nil, rejectGRPC()
 		}
-		resp, err := handler(ctx, req)
-		done(grpcOverloaded(err))
-		return resp, err
+		// Deferred, so that a handler that panics (and a recovery
+		// interceptor further out) still gives its slot back.
+		defer func() { done(grpcOverloaded(err)) }()
+		return handler(ctx, req)
 	}
 }
 
@@ -52,15 +53,14 @@ func (s *Shedder) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // calls. A stream counts against the limit until its handler returns. It
 // is safe for concurrent use.
 func (s *Shedder) StreamServerInterceptor() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 		done, pb := s.Admit()
 		if done == nil {
 			ss.SetTrailer(metadata.Pairs(pushbackHeader, pb.Millis()))
 			return rejectGRPC()
 		}
-		err := handler(srv, ss)
-		done(grpcOverloaded(err))
-		return err
+		defer func() { done(grpcOverloaded(err)) }()
+		return handler(srv, ss)
 	}
 }
 
@@ -82,13 +82,13 @@ func connectReject(pb Pushback) error {
 func connectOverloaded(err error) bool {
 	switch connect.CodeOf(err) {
 	case connect.CodeUnavailable, connect.CodeResourceExhausted:
-		return err != nil
+		return true
 	}
 	return false
 }
 
 func (c connectInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+	return func(ctx context.Context, req connect.AnyRequest) (resp connect.AnyResponse, err error) {
 		if req.Spec().IsClient {
 			return next(ctx, req)
 		}
@@ -96,9 +96,8 @@ func (c connectInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc 
 		if done == nil {
 			return nil, connectReject(pb)
 		}
-		resp, err := next(ctx, req)
-		done(connectOverloaded(err))
-		return resp, err
+		defer func() { done(connectOverloaded(err)) }()
+		return next(ctx, req)
 	}
 }
 
@@ -107,14 +106,13 @@ func (c connectInterceptor) WrapStreamingClient(next connect.StreamingClientFunc
 }
 
 func (c connectInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) (err error) {
 		done, pb := c.s.Admit()
 		if done == nil {
 			return connectReject(pb)
 		}
-		err := next(ctx, conn)
-		done(connectOverloaded(err))
-		return err
+		defer func() { done(connectOverloaded(err)) }()
+		return next(ctx, conn)
 	}
 }
 

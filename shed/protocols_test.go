@@ -97,3 +97,29 @@ func TestHandlerOverloadShrinksLimit(t *testing.T) {
 		t.Fatalf("limit = %d after a 503, want 81", got)
 	}
 }
+
+// A handler that panics gives its slot back, when a recovery interceptor
+// further out turns the panic into a status.
+func TestPanicReleasesSlot(t *testing.T) {
+	s, _ := shed.New(fixed(1))
+	recoverer := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if recover() != nil {
+				err = status.Error(codes.Internal, "panic")
+			}
+		}()
+		return handler(ctx, req)
+	}
+	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		panic("bug")
+	}}, grpc.ChainUnaryInterceptor(recoverer, s.UnaryServerInterceptor()))
+	client := testpb.NewTestServiceClient(srv.Dial(t))
+	for range 3 {
+		if _, err := client.UnaryCall(context.Background(), grpctest.Request("x")); status.Code(err) != codes.Internal {
+			t.Fatalf("err = %v, want INTERNAL from the recovered panic", err)
+		}
+	}
+	if st := s.Stats(); st.Admitted != 3 || st.InFlight != 0 {
+		t.Fatalf("stats %+v: a panicking handler kept its slot", st)
+	}
+}
