@@ -19,6 +19,7 @@ import (
 	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/internal/adaptive"
 	"github.com/rebound-go/rebound/internal/observe"
+	"github.com/rebound-go/rebound/internal/ratelimit"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -50,6 +51,7 @@ type target struct {
 	throttle *rebound.Throttle // nil without retryThrottling
 	err      error             // why the throttle could not be made
 	gate     *adaptive.Gate    // the adaptive throttle; nil without WithAdaptiveThrottle
+	limit    *ratelimit.Gate   // the adaptive rate limit; nil without WithAdaptiveRateLimit
 	policies sync.Map          // *serviceconfig.MethodConfig -> *policyEntry
 }
 
@@ -189,6 +191,7 @@ func (c *Client) target(cc *grpc.ClientConn) *target {
 		}
 		t.throttle, t.err = a6.Throttle(c.serverName(cc), c.cfg.RetryThrottling)
 		t.gate = c.newGate(c.serverName(cc))
+		t.limit = c.newLimit(c.serverName(cc))
 		var loaded bool
 		if v, loaded = c.targets.LoadOrStore(key, t); !loaded && cc != nil {
 			installed.Store(key, c)

@@ -69,6 +69,9 @@ func (c *Client) StreamClientInterceptor() grpc.StreamClientInterceptor {
 }
 
 func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if c.opts.rateLimit != nil {
+		streamer = limitedStreamer(c.target(cc).limit, streamer)
+	}
 	if c.opts.adaptiveThrottle != nil {
 		streamer = gatedStreamer(c.target(cc).gate, streamer)
 	}

@@ -41,6 +41,9 @@ func (c *Client) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 }
 
 func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if c.opts.rateLimit != nil {
+		invoker = limitedInvoker(c.target(cc).limit, invoker)
+	}
 	if c.opts.adaptiveThrottle != nil {
 		invoker = gatedInvoker(c.target(cc).gate, invoker)
 	}
