@@ -14,6 +14,7 @@ import (
 	"github.com/rebound-go/rebound/internal/adaptive"
 	"github.com/rebound-go/rebound/internal/bounded"
 	"github.com/rebound-go/rebound/internal/observe"
+	"github.com/rebound-go/rebound/internal/ratelimit"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -47,6 +48,7 @@ type target struct {
 	throttle *rebound.Throttle // nil without retryThrottling
 	err      error             // why the throttle could not be made
 	gate     *adaptive.Gate    // the adaptive throttle; nil without WithAdaptiveThrottle
+	limit    *ratelimit.Gate   // the adaptive rate limit; nil without WithAdaptiveRateLimit
 	policies sync.Map          // *serviceconfig.MethodConfig -> *policyEntry
 }
 
@@ -127,6 +129,7 @@ func (i *Interceptor) target(addr string) *target {
 		t := &target{name: name}
 		t.throttle, t.err = a6.Throttle(name, i.cfg.RetryThrottling)
 		t.gate = i.newGate(name)
+		t.limit = i.newLimit(name)
 		return t, nil
 	})
 	i.last.Store(t)

@@ -25,6 +25,8 @@ type options struct {
 	a6.Options
 	// adaptiveThrottle is WithAdaptiveThrottle's config; nil when off.
 	adaptiveThrottle *rebound.AdaptiveThrottleConfig
+	// rateLimit is WithAdaptiveRateLimit's settings; nil when off.
+	rateLimit *rebound.AdaptiveRateLimit
 }
 
 // WithMaxAttempts sets the client-side maximum of attempts (A6 "Limits"):

@@ -36,6 +36,9 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 		if n != nil {
 			*n = 1
 		}
+		if i.opts.rateLimit != nil {
+			next = i.limitedStreaming(next)
+		}
 		if i.opts.adaptiveThrottle != nil {
 			next = i.gatedStreaming(next)
 		}

@@ -39,6 +39,9 @@ func (i *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 }
 
 func (i *Interceptor) unary(ctx context.Context, next connect.UnaryFunc, req connect.AnyRequest, spec connect.Spec) (connect.AnyResponse, error) {
+	if i.opts.rateLimit != nil {
+		next = limitedUnary(i.target(req.Peer().Addr).limit, next)
+	}
 	if i.opts.adaptiveThrottle != nil {
 		next = gatedUnary(i.target(req.Peer().Addr).gate, next)
 	}

@@ -1,0 +1,277 @@
+package connectretry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/connectretry"
+	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/ratelimit"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+// answer is a scripted result: a code (0 for OK) and a pushback trailer
+// ("" for none).
+type answer struct {
+	code     connect.Code
+	pushback string
+}
+
+// scriptedServer answers every call with the answer a test sets.
+func scriptedServer(t *testing.T) (*server, *atomic.Pointer[answer]) {
+	var a atomic.Pointer[answer]
+	a.Store(&answer{})
+	s := startServer(t, handlers{unary: func(context.Context, int, *request) (*connect.Response[msg], error) {
+		ans := a.Load()
+		if ans.code == 0 {
+			return connect.NewResponse(&msg{}), nil
+		}
+		e := connect.NewError(ans.code, errors.New("scripted"))
+		if ans.pushback != "" {
+			e.Meta().Set("grpc-retry-pushback-ms", ans.pushback)
+		}
+		return nil, e
+	}}, false)
+	return s, &a
+}
+
+// limitedClients call s through rebound with a manual clock and an
+// adaptive rate limit of their own server name.
+func limitedClients(t *testing.T, s *server, cfg *serviceconfig.Config) (clients, *clocktest.Clock) {
+	clk := clocktest.New()
+	i, err := connectretry.New(cfg, connectretry.WithClock(clk), connectretry.WithRandom(clocktest.NewRand(0.5)),
+		connectretry.WithServerName(fmt.Sprint("ratelimit-", t.Name(), time.Now().UnixNano())),
+		connectretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newClients(s, connectProtocol, i), clk
+}
+
+// See grpcretry's TestAdaptiveRateLimit: nothing waits before the first
+// throttle; then every call waits for its turn, without a lock; one whose
+// turn is past its deadline fails at once, unsent; a cancelled wait gives
+// its token back.
+func TestAdaptiveRateLimit(t *testing.T) {
+	s, ans := scriptedServer(t)
+	c, clk := limitedClients(t, s, nil)
+	ctx := context.Background()
+	call := func(ctx context.Context) error {
+		_, err := c.unary.CallUnary(ctx, connect.NewRequest(&msg{Value: "x"}))
+		return err
+	}
+	for range 3 {
+		if err := call(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ans.Store(&answer{code: connect.CodeResourceExhausted})
+	if err := call(ctx); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("got %v, want the server's resource_exhausted", err)
+	}
+	if n := len(clk.Sleeps()); n != 0 || s.count(unary) != 4 {
+		t.Fatalf("%d waits and %d calls before the limit, want 0 and 4", n, s.count(unary))
+	}
+	ans.Store(&answer{})
+
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if err := call(ctx); err != nil {
+				t.Errorf("paced call: %v", err)
+			}
+		})
+	}
+	if !clk.WaitPending(2) {
+		t.Fatal("the calls did not both wait for their turn")
+	}
+	if n := s.count(unary); n != 4 {
+		t.Fatalf("the server saw %d calls while they waited, want 4", n)
+	}
+	dctx, cancel := context.WithDeadline(ctx, clk.Now().Add(300*time.Millisecond))
+	err := call(dctx)
+	cancel()
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || !errors.Is(err, rebound.ErrRateLimited) {
+		t.Fatalf("a call whose turn is past its deadline: %v, want resource_exhausted and ErrRateLimited", err)
+	}
+	if n := len(clk.Sleeps()); n != 2 {
+		t.Fatalf("%d waits, want 2: the third must not wait", n)
+	}
+	clk.Advance(time.Second)
+	wg.Wait()
+	if n := s.count(unary); n != 6 {
+		t.Fatalf("the server saw %d calls, want 6", n)
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- call(cctx) }()
+	if !clk.WaitPending(1) {
+		t.Fatal("the call did not wait")
+	}
+	cancel()
+	if err := <-done; connect.CodeOf(err) != connect.CodeCanceled {
+		t.Fatalf("cancelled wait: %v, want canceled", err)
+	}
+	go func() { done <- call(ctx) }()
+	if !clk.WaitPending(1) {
+		t.Fatal("the call did not wait")
+	}
+	sl := clk.Sleeps()
+	if a, b := sl[len(sl)-2], sl[len(sl)-1]; a != b || a <= 0 {
+		t.Fatalf("waits %v then %v: the cancelled token was not given back", a, b)
+	}
+	clk.Advance(time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := s.count(unary); n != 7 {
+		t.Fatalf("the server saw %d calls, want 7", n)
+	}
+}
+
+// TestAdaptiveRateLimitThrottles: ResourceExhausted and any answer with
+// pushback are throttles and start the limit; others are not.
+func TestAdaptiveRateLimitThrottles(t *testing.T) {
+	for _, c := range []struct {
+		answer
+		throttle bool
+	}{
+		{answer{connect.CodeResourceExhausted, ""}, true},
+		{answer{connect.CodeUnavailable, "1000"}, true},
+		{answer{connect.CodeUnavailable, "-1"}, true},
+		{answer{connect.CodeUnavailable, ""}, false},
+		{answer{connect.CodeInternal, ""}, false},
+		{answer{}, false},
+	} {
+		t.Run(fmt.Sprint(c.code, "/", c.pushback), func(t *testing.T) {
+			s, ans := scriptedServer(t)
+			ans.Store(&c.answer)
+			cl, clk := limitedClients(t, s, nil)
+			_, err := cl.unary.CallUnary(context.Background(), connect.NewRequest(&msg{Value: "x"}))
+			if (c.code == 0) != (err == nil) || err != nil && connect.CodeOf(err) != c.code {
+				t.Fatalf("got %v, want %v", err, c.code)
+			}
+			ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(200*time.Millisecond))
+			defer cancel()
+			_, err = cl.unary.CallUnary(ctx, connect.NewRequest(&msg{Value: "x"}))
+			if limited := errors.Is(err, rebound.ErrRateLimited); limited != c.throttle {
+				t.Fatalf("next call: %v; throttle %v", err, c.throttle)
+			}
+			want := 2
+			if c.throttle {
+				want = 1
+			}
+			if n := s.count(unary); n != want {
+				t.Fatalf("the server saw %d calls, want %d", n, want)
+			}
+		})
+	}
+}
+
+// TestAdaptiveRateLimitUnderPolicy: under a retry policy that retries
+// ResourceExhausted, a call whose turn is past its deadline is not
+// retried; streams wait for the same limit.
+func TestAdaptiveRateLimitUnderPolicy(t *testing.T) {
+	s, ans := scriptedServer(t)
+	ans.Store(&answer{connect.CodeResourceExhausted, "-1"})
+	c, clk := limitedClients(t, s, retryConfig(t, 3, `"RESOURCE_EXHAUSTED"`, ""))
+	if _, err := c.unary.CallUnary(context.Background(), connect.NewRequest(&msg{Value: "x"})); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatal(err)
+	}
+	ans.Store(&answer{})
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(200*time.Millisecond))
+	defer cancel()
+	_, err := c.unary.CallUnary(ctx, connect.NewRequest(&msg{Value: "x"}))
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || !errors.Is(err, rebound.ErrRateLimited) || !errors.Is(err, rebound.ErrThrottled) {
+		t.Fatalf("%v, want resource_exhausted ending with ErrThrottled", err)
+	}
+	if n := s.count(unary); n != 1 || len(clk.Sleeps()) != 0 {
+		t.Fatalf("server saw %d calls, %d waits; want 1, 0", n, len(clk.Sleeps()))
+	}
+	st, err := c.serverStream.CallServerStream(ctx, connect.NewRequest(&msg{Value: "x"}))
+	if err == nil {
+		for st.Receive() {
+		}
+		err = st.Err()
+		st.Close()
+	}
+	if !errors.Is(err, rebound.ErrRateLimited) {
+		t.Fatalf("stream: %v, want ErrRateLimited", err)
+	}
+	if n := s.count(serverStream); n != 0 {
+		t.Fatalf("server saw %d streams, want 0", n)
+	}
+}
+
+// TestAdaptiveRateLimitBadInput: a bad setting is an error naming the
+// option and the field.
+func TestAdaptiveRateLimitBadInput(t *testing.T) {
+	for field, c := range map[string]rebound.AdaptiveRateLimit{
+		"Beta":          {Beta: math.Inf(1)},
+		"ScaleConstant": {ScaleConstant: -0.4},
+		"Smoothing":     {Smoothing: math.NaN()},
+		"MinRate":       {MinRate: -1},
+	} {
+		_, err := connectretry.New(nil, connectretry.WithAdaptiveRateLimit(c))
+		if err == nil || !strings.Contains(err.Error(), "WithAdaptiveRateLimit") || !strings.Contains(err.Error(), "AdaptiveRateLimit."+field) {
+			t.Errorf("%s: %v, want an error naming the option and the field", field, err)
+		}
+	}
+}
+
+// TestAdaptiveRateLimitBounded: an interceptor that calls ever new peers
+// keeps the limiters of the last bounded.DefaultMax only; the others are
+// released.
+func TestAdaptiveRateLimitBounded(t *testing.T) {
+	s, _ := scriptedServer(t)
+	i, err := connectretry.New(nil, connectretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{MinRate: 0.75}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each peer address is a server name of its own; the calls go to s
+	// through a client that rewrites the host.
+	const peers = 3000
+	for n := range peers {
+		cl := connect.NewClient[msg, msg](hostRewriter{s.client, s.url}, fmt.Sprintf("http://p%d.ratelimit.test%s", n, unary), connect.WithInterceptors(i))
+		if _, err := cl.CallUnary(context.Background(), connect.NewRequest(&msg{Value: "x"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ratelimit.Count() > 1024+64 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d limiters kept after %d peers", ratelimit.Count(), peers)
+		}
+		runtime.GC()
+		runtime.Gosched()
+	}
+	runtime.KeepAlive(i)
+}
+
+// hostRewriter sends every request to the server of url, whatever its
+// host.
+type hostRewriter struct {
+	c   *http.Client
+	url string
+}
+
+func (h hostRewriter) Do(r *http.Request) (*http.Response, error) {
+	u, _ := url.Parse(h.url)
+	r = r.Clone(r.Context())
+	r.URL.Host, r.Host = u.Host, u.Host
+	return h.c.Do(r)
+}
