@@ -52,7 +52,7 @@ func init() { balancer.Register(builder{}) }
 type Call struct {
 	mu    sync.Mutex
 	addrs []string
-	buf   [3]string // the first picks, without an allocation
+	buf   [1]string // the first pick, without an allocation: a call that succeeds at once makes no other
 }
 
 // Addresses returns the addresses picked for the call's attempts so far,
