@@ -149,7 +149,9 @@ func Run(ctx context.Context, c Config) ([]Round, error) {
 	clients := make([]testpb.TestServiceClient, c.Clients)
 	for i := range clients {
 		rc, err := grpcretry.New(cfg,
-			grpcretry.WithServerName(fmt.Sprintf("fleetdemo-%d-%d", c.Seed, i)),
+			// A name of its own: its own throttle, fresh in every run
+			// (the port differs), as a pod of its own would have.
+			grpcretry.WithServerName(fmt.Sprintf("fleetdemo-%s-%d", lis.Addr(), i)),
 			grpcretry.WithAdaptiveThrottle(rebound.AdaptiveThrottleConfig{}),
 			grpcretry.WithRandom(&lockedRand{r: rand.New(rand.NewPCG(c.Seed, uint64(i)))}))
 		if err != nil {
