@@ -144,6 +144,22 @@ type RetryInfo struct {
 	// server hint beyond the client's cap. A retryable failure still
 	// counts against the budget.
 	Stop error
+	// Local marks a failure that never reached the server's capacity: an
+	// open circuit breaker, a client-side limit. It neither takes from nor
+	// refills any budget, and its retry costs none.
+	Local bool
+	// Backoff, when its Initial is set, replaces the strategy's backoff
+	// for the retry of this failure: the AWS SDKs back off harder on
+	// throttling errors than on others. It must be valid (see
+	// [Backoff.Validate]); [Reclassify] drops one that is not.
+	Backoff Backoff
+	// Class names a kind of failure with an attempt limit of its own,
+	// ClassAttempts: a call makes no further attempt once ClassAttempts
+	// of its attempts have failed with this Class, whatever its own limit
+	// says (retry-go's AttemptsForError). Without a Class, or with
+	// ClassAttempts 0, only the call's limit applies.
+	Class         string
+	ClassAttempts int
 }
 
 // Fault says who is at fault for an error (Smithy ErrorFault).

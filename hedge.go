@@ -198,7 +198,8 @@ func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx contex
 		timerC  <-chan time.Time
 		due     time.Time // when timer fires
 		stopped bool      // no further hedges: pushback said stop, the budget refused or the call committed
-		reason  error     = ErrAttemptsExhausted
+		classes []classCount
+		reason  error = ErrAttemptsExhausted
 		last    error
 	)
 	disarm := func() {
@@ -294,9 +295,11 @@ func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx contex
 			info := h.s.classify(r.err)
 			// A6 counts a non-fatal failure or a pushback "stop" against
 			// the throttle, whatever happens to the call next.
-			if (info.Safety == SafetyYes || info.ServerStop) && h.s.budget != nil {
+			if (info.Safety == SafetyYes || info.ServerStop) && h.s.budget != nil && !info.Local {
 				h.s.budget.RecordFailure()
 			}
+			var classDone bool
+			classes, classDone = classLimited(classes, info)
 			if info.Safety != SafetyYes {
 				// A fatal status cancels everything, pushback or not.
 				finish()
@@ -318,6 +321,9 @@ func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx contex
 			case info.Stop != nil:
 				disarm()
 				stopped, reason = true, info.Stop
+			case classDone:
+				disarm()
+				stopped, reason = true, ErrAttemptsExhausted
 			case info.HasRetryAfter:
 				arm(info.RetryAfter)
 			default:

@@ -105,7 +105,10 @@ type token struct {
 	// retries a timeout: its success may get the cost back, and its end
 	// frees a concurrency budget's slot.
 	paid, timeout bool
-	used          atomic.Bool
+	// classes counts the failures of the call with a Class, for their
+	// own attempt limits; shared by tokens, never modified.
+	classes []classCount
+	used    atomic.Bool
 }
 
 func (t *token) Delay() time.Duration { return t.delay }
@@ -173,9 +176,10 @@ func (st *Standard) RefreshToken(ctx context.Context, t Token, err error) (Token
 		return nil, ErrThrottled
 	}
 	info := st.s.classify(err)
-	if (info.Safety != SafetyNo || info.ServerStop) && st.s.budget != nil {
+	if (info.Safety != SafetyNo || info.ServerStop) && st.s.budget != nil && !info.Local {
 		st.s.budget.RecordFailure()
 	}
+	classes, classDone := classLimited(tk.classes, info)
 	switch {
 	case info.ServerStop:
 		return nil, ErrPushback
@@ -185,7 +189,7 @@ func (st *Standard) RefreshToken(ctx context.Context, t Token, err error) (Token
 		return nil, ErrNotRetryable
 	case info.Stop != nil:
 		return nil, info.Stop
-	case tk.attempt >= st.s.maxAttempts:
+	case tk.attempt >= st.s.maxAttempts, classDone:
 		return nil, ErrAttemptsExhausted
 	}
 	// A retry-after hint is a floor under the backoff; a server's
@@ -194,12 +198,12 @@ func (st *Standard) RefreshToken(ctx context.Context, t Token, err error) (Token
 	if info.HasRetryAfter {
 		floor = info.RetryAfter
 	}
-	delay := max(st.s.backoff.Delay(tk.attempt, st.s.random.Float64()), floor)
+	delay := max(backoffFor(st.s.backoff, info).Delay(tk.attempt, st.s.random.Float64()), floor)
 	if beyondDeadline(ctx, st.s.clock, delay) {
 		return nil, ErrDeadline
 	}
-	next := &token{owner: st, attempt: tk.attempt + 1, delay: delay}
-	if st.s.budget != nil {
+	next := &token{owner: st, attempt: tk.attempt + 1, delay: delay, classes: classes}
+	if st.s.budget != nil && !info.Local {
 		if !st.s.budget.Allow(info.Timeout) {
 			return nil, ErrThrottled
 		}
@@ -303,9 +307,10 @@ func (p *Retrier) RefreshToken(ctx context.Context, t Token, err error) (Token, 
 	}
 	info := p.s.classify(err)
 	qualifies := info.Safety == SafetyYes || info.ServerStop
-	if qualifies && p.s.budget != nil {
+	if qualifies && p.s.budget != nil && !info.Local {
 		p.s.budget.RecordFailure()
 	}
+	classes, classDone := classLimited(tk.classes, info)
 	switch {
 	case info.ServerStop:
 		return nil, ErrPushback
@@ -315,22 +320,22 @@ func (p *Retrier) RefreshToken(ctx context.Context, t Token, err error) (Token, 
 		return nil, ErrNotRetryable
 	case info.Stop != nil:
 		return nil, info.Stop
-	case tk.attempt >= p.s.maxAttempts:
+	case tk.attempt >= p.s.maxAttempts, classDone:
 		return nil, ErrAttemptsExhausted
 	}
-	next := &token{owner: p, attempt: tk.attempt + 1}
+	next := &token{owner: p, attempt: tk.attempt + 1, classes: classes}
 	if info.HasRetryAfter {
 		next.delay = info.RetryAfter
 	} else {
 		// A server's RetryInfo is a floor under the backoff, and leaves
 		// the exponent alone: unlike pushback, it is advice.
 		next.retry = tk.retry + 1
-		next.delay = max(p.s.backoff.Delay(next.retry, p.s.random.Float64()), info.MinDelay)
+		next.delay = max(backoffFor(p.s.backoff, info).Delay(next.retry, p.s.random.Float64()), info.MinDelay)
 	}
 	if beyondDeadline(ctx, p.s.clock, next.delay) {
 		return nil, ErrDeadline
 	}
-	if p.s.budget != nil {
+	if p.s.budget != nil && !info.Local {
 		if !p.s.budget.Allow(info.Timeout) {
 			return nil, ErrThrottled
 		}

@@ -27,6 +27,8 @@ type options struct {
 	adaptiveThrottle *rebound.AdaptiveThrottleConfig
 	// rateLimit is WithAdaptiveRateLimit's settings; nil when off.
 	rateLimit *rebound.AdaptiveRateLimit
+	// classify is WithClassifier's; nil for none.
+	classify func(Failure, rebound.RetryInfo) rebound.RetryInfo
 }
 
 // WithMaxAttempts sets the client-side maximum of attempts (A6 "Limits"):

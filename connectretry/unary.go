@@ -87,7 +87,7 @@ func (i *Interceptor) unary(ctx context.Context, next connect.UnaryFunc, req con
 		endCall(span, err)
 		return resp, err
 	}
-	u := unaryCall{next: next, req: req, codes: mc.RetryPolicy.RetryableStatusCodes, clock: i.clock(), span: span, timeout: cp.timeout, hints: i.opts.Hints}
+	u := unaryCall{next: next, req: req, codes: mc.RetryPolicy.RetryableStatusCodes, clock: i.clock(), span: span, timeout: cp.timeout, opts: &i.opts}
 	call := observe.Hooks[connect.AnyResponse](&d)
 	if span != nil {
 		call = observe.Traced[connect.AnyResponse](&d, span)
@@ -134,7 +134,7 @@ type unaryCall struct {
 	tr      *observe.Tracker
 	span    *observe.CallSpan // nil unless the interceptor traces
 	timeout time.Duration     // per attempt; 0 for none
-	hints   a6.Hints          // the interceptor's RetryInfo settings
+	opts    *options          // the interceptor's, for classify
 }
 
 // attempt makes one attempt. The first sends the caller's request as it is;
@@ -161,7 +161,7 @@ func (u *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
 		if timedOut {
 			ae = timeoutError(u.timeout)
 		} else {
-			ae = classify(err, u.codes, u.hints)
+			ae = classify(err, u.codes, u.opts, u.req.Spec().Procedure)
 		}
 		endAttempt(as, ae, false)
 		if u.tr == nil {
@@ -238,12 +238,13 @@ func (e *attemptError) Error() string                { return e.err.Error() }
 func (e *attemptError) Unwrap() error                { return e.err }
 func (e *attemptError) RetryInfo() rebound.RetryInfo { return e.info }
 
-// classify describes a failed attempt for the engine: retryable (or
-// non-fatal) when its code is in codes, with the server's pushback. A
-// unary attempt is never committed: connect hands nothing of a response to
-// the application before the call returns, so a failed attempt can be
-// replaced without the caller seeing two responses.
-func classify(err error, codes serviceconfig.CodeSet, hints a6.Hints) *attemptError {
+// classify describes a failed attempt of procedure for the engine:
+// retryable (or non-fatal) when its code is in codes, with the server's
+// pushback and RetryInfo, then as the interceptor's classifier says (see
+// options.verdict). A unary attempt is never committed: connect hands
+// nothing of a response to the application before the call returns, so a
+// failed attempt can be replaced without the caller seeing two responses.
+func classify(err error, codes serviceconfig.CodeSet, o *options, procedure string) *attemptError {
 	code := connect.CodeUnknown
 	var pushback []string
 	var ce *connect.Error
@@ -253,7 +254,8 @@ func classify(err error, codes serviceconfig.CodeSet, hints a6.Hints) *attemptEr
 	}
 	info := a6.Info(codes.Has(serviceconfig.Code(code)), pushback, false)
 	d, has := retryDelay(ce)
-	return &attemptError{err: err, info: hints.Apply(info, serviceconfig.Code(code), d, has)}
+	info = o.Hints.Apply(info, serviceconfig.Code(code), d, has)
+	return &attemptError{err: err, info: o.verdict(procedure, ce, err, info)}
 }
 
 // hedgeUnary runs a unary call as A6 hedged attempts.
@@ -282,7 +284,7 @@ func (i *Interceptor) hedgeUnary(ctx context.Context, d *observe.Decisions, span
 		// ended with another attempt.
 		lost := hctx.Err() != nil && ctx.Err() == nil
 		if err != nil {
-			ae := classify(err, codes, i.opts.Hints)
+			ae := classify(err, codes, &i.opts, procedure)
 			endAttempt(as, ae, lost)
 			tr.Failed(attempt, ae.info, time.Time{})
 			return won{}, ae

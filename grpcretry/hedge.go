@@ -40,7 +40,7 @@ import (
 // The context of every attempt carries a [distinct.Call], so that the
 // rebound_distinct balancer sends the hedges to backends not used yet.
 func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serviceconfig.MethodConfig, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int, tr *observe.Tracker, d *observe.Decisions, span *observe.CallSpan) error {
-	h := &hedgedCall{method: method, req: req, cc: cc, invoker: invoker, codes: mc.HedgingPolicy.NonFatalStatusCodes, span: span, hints: c.opts.Hints}
+	h := &hedgedCall{method: method, req: req, cc: cc, invoker: invoker, codes: mc.HedgingPolicy.NonFatalStatusCodes, span: span, client: &c.opts}
 	h.tr = tr
 	if h.tr == nil {
 		h.tr = &h.trk
@@ -119,13 +119,13 @@ type hedgedCall struct {
 	msgType  protoreflect.MessageType
 	elemType reflect.Type
 
-	first hedgeAttempt  // attempt 1: decodes into the caller's reply
-	addrs distinct.Call // the backends the attempts went to
-	sent  atomic.Int32
-	tr    *observe.Tracker // the call's, with metrics on; else &trk
-	trk   observe.Tracker
-	span  *observe.CallSpan // nil unless the client traces
-	hints a6.Hints          // the client's RetryInfo settings
+	first  hedgeAttempt  // attempt 1: decodes into the caller's reply
+	addrs  distinct.Call // the backends the attempts went to
+	sent   atomic.Int32
+	tr     *observe.Tracker // the call's, with metrics on; else &trk
+	trk    observe.Tracker
+	span   *observe.CallSpan // nil unless the client traces
+	client *options          // the client's settings, for its verdict
 }
 
 // hedgeAttempt is what one attempt receives.
@@ -193,7 +193,7 @@ func (h *hedgedCall) attempt(ctx context.Context, n int) (*hedgeAttempt, error) 
 	nonFatal := h.codes.Has(serviceconfig.Code(status.Code(err)))
 	// Headers before the status mean the response had started: A6
 	// commits the call to this attempt.
-	info := hinted(h.hints, a6.Info(nonFatal, a.trailer[a6.PushbackHeader], a.header != nil), err)
+	info := h.client.verdict(h.method, a6.Info(nonFatal, a.trailer[a6.PushbackHeader], a.header != nil), err, a.header, a.trailer)
 	if a.header != nil {
 		as.Committed(whyHeaders)
 	}

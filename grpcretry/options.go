@@ -34,6 +34,8 @@ type options struct {
 	adaptive     *AdaptiveHedging
 	// adaptiveThrottle is WithAdaptiveThrottle's config; nil when off.
 	adaptiveThrottle *rebound.AdaptiveThrottleConfig
+	// classify is WithClassifier's; nil for none.
+	classify func(Failure, rebound.RetryInfo) rebound.RetryInfo
 	// rateLimit is WithAdaptiveRateLimit's settings; nil when off.
 	rateLimit *rebound.AdaptiveRateLimit
 }

@@ -65,10 +65,15 @@ func (a *attempt) status() error {
 
 // pushback returns the values of a's pushback trailer; a has ended.
 func (a *attempt) pushback() []string {
+	return a.trailer()[a6.PushbackHeader]
+}
+
+// trailer returns the attempt's trailer, nil when it has no stream.
+func (a *attempt) trailer() metadata.MD {
 	if a.cs == nil {
 		return nil
 	}
-	return a.cs.Trailer()[a6.PushbackHeader]
+	return a.cs.Trailer()
 }
 
 // count numbers a new attempt, or returns 0 if the call makes no more.
@@ -334,7 +339,7 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 		err, info = newTimeoutError(s.timeout), perattempt.Info(committed)
 		s.timeouts.Add(1)
 	} else {
-		info = hinted(s.c.opts.Hints, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed), err)
+		info = s.c.opts.verdict(s.method, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed), err, a.md, a.trailer())
 	}
 	if a.timer != nil {
 		a.cancel() // the attempt's own context ends with it

@@ -233,7 +233,7 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 		err, info = newTimeoutError(u.timeout), perattempt.Info(committed)
 	} else {
 		retryable := u.codes.Has(serviceconfig.Code(status.Code(err)))
-		info = hinted(u.c.opts.Hints, a6.Info(retryable, u.md.trailer[a6.PushbackHeader], committed), err)
+		info = u.c.opts.verdict(u.method, a6.Info(retryable, u.md.trailer[a6.PushbackHeader], committed), err, u.md.header, u.md.trailer)
 	}
 	u.last = err
 	if u.md.header != nil {

@@ -70,6 +70,8 @@ type config struct {
 	headers requestHeaders
 	// rateLimitReset is WithRateLimitReset.
 	rateLimitReset bool
+	// classify is WithClassifier's; nil for none.
+	classify func(Failure, rebound.RetryInfo) rebound.RetryInfo
 
 	// set records which options configure the built-in strategy, to reject
 	// them next to WithStrategy.

@@ -374,12 +374,12 @@ func (t *Transport) sendWith(r *http.Request, idempotent bool, retryable *status
 	resp, err := t.base.RoundTrip(r)
 	switch {
 	case err != nil:
-		return nil, checkError(err, idempotent)
+		return nil, t.judged(r, idempotent, checkError(err, idempotent))
 	case resp == nil:
 		return nil, rebound.Permanent(errors.New("httpretry: base RoundTripper returned a nil response and a nil error"))
 	}
 	if err := t.checkResponse(resp, idempotent, retryable); err != nil {
-		return nil, err
+		return nil, t.judged(r, idempotent, err)
 	}
 	return resp, nil
 }

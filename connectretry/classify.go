@@ -1,0 +1,58 @@
+package connectretry
+
+import (
+	"connectrpc.com/connect"
+
+	"github.com/rebound-go/rebound"
+)
+
+// Failure is a failed attempt, as a classifier given to [WithClassifier]
+// sees it. Its fields must not be modified.
+type Failure struct {
+	// Procedure is the call's procedure, "/package.Service/Method".
+	Procedure string
+	// Err is the attempt's error: its code, message and details, and in
+	// its Meta the response's header and trailer metadata.
+	Err *connect.Error
+}
+
+// WithClassifier lets f decide what a failed attempt of a call under a
+// retry or hedging policy means for retrying it. f gets the failure and
+// the built-in verdict (the policy's codes, pushback, RetryInfo), and
+// returns the verdict to use, within guardrails (see
+// [rebound.Reclassify]):
+//
+//   - f may make any failure non-retryable (Safety [rebound.SafetyNo]),
+//     and make one retryable ([rebound.SafetyYes]) whatever the policy's
+//     codes: the call has a policy;
+//   - f can never undo a commit, nor the server's pushback, "stop" or
+//     RetryInfo;
+//   - f may mark a failure as throttling with a harder Backoff of its
+//     own, as Local (a client-side limit: no budget is spent or refilled
+//     for it), or as a Class with its own attempt limit (ClassAttempts).
+//
+// A per-attempt timeout is not given to f. f runs on the call's path, once
+// per failed attempt (also for hedges racing each other), and must be
+// safe for concurrent use.
+func WithClassifier(f func(Failure, rebound.RetryInfo) rebound.RetryInfo) Option {
+	return optionFunc(func(o *options) {
+		if f == nil {
+			o.Fail("WithClassifier: nil classifier")
+			return
+		}
+		o.classify = f
+	})
+}
+
+// verdict returns what the classifier makes of a failed attempt of
+// procedure, whose error is err (ce when it is a connect error) and
+// built-in verdict info.
+func (o *options) verdict(procedure string, ce *connect.Error, err error, info rebound.RetryInfo) rebound.RetryInfo {
+	if o.classify == nil {
+		return info
+	}
+	if ce == nil {
+		ce = connect.NewError(connect.CodeUnknown, err)
+	}
+	return rebound.Reclassify(info, true, o.classify(Failure{Procedure: procedure, Err: ce}, info))
+}
