@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"log/slog"
 	"net/http"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
