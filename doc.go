@@ -28,6 +28,7 @@
 //	metrics              WithMeterProvider:            WithMeterProvider:            WithMeterProvider:
 //	                       grpc.client.call.*            grpc.client.call.*            http.client.request.*
 //	decision log         WithLogger                    WithLogger                    WithLogger
+//	traces               WithTracerProvider (A72)      WithTracerProvider (A72)      WithTracerProvider
 //	attempts at most     WithMaxAttempts (default 5)   WithMaxAttempts (default 5)   WithMaxAttempts (default 3)
 //	no retries           WithRetriesDisabled           WithRetriesDisabled           WithMaxAttempts(1)
 //	retry budget         retryThrottling, per server   retryThrottling, per server   WithBudget; by default a

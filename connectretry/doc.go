@@ -78,7 +78,8 @@
 // and why. A unary call is recorded when it returns, a server stream when
 // it commits to an attempt (or fails before one); calls that no policy
 // governs are not recorded. Hedged attempts overlap, so the delay of hedged
-// calls is not measured.
+// calls is not measured. [WithTracerProvider] traces each call with a span
+// per attempt, as grpcretry does (gRFC A72).
 //
 // # Differences from grpcretry
 //

@@ -55,5 +55,6 @@
 // ([rebound.ErrAttemptsExhausted], [rebound.ErrThrottled], ...).
 // [Client.Stats], or [StatsOf] for a conn made with [DialOptions], returns
 // the statistics by method; [WithMeterProvider] and [WithLogger] report the
-// same as metrics and as a log of each decision.
+// same as metrics and as a log of each decision; [WithTracerProvider]
+// traces each call with a span per attempt (gRFC A72).
 package grpcretry

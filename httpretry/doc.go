@@ -25,7 +25,8 @@
 // retries a Retry-After hint delayed. [WithLogger] writes one debug record
 // per decision: a retry scheduled, a hedge sent, a response returned as it
 // is, or giving up and why. Every request is recorded when its RoundTrip
-// returns.
+// returns. [WithTracerProvider] traces each request with a span per
+// attempt, named and attributed by the OpenTelemetry HTTP conventions.
 //
 // [WithMeterProvider] records gRFC A96's retry instruments under names in
 // the style of the OpenTelemetry HTTP semantic conventions, so that they
