@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/rebound-go/rebound/grpcretry"
 	"github.com/rebound-go/rebound/internal/grpctest"
+	"github.com/rebound-go/rebound/internal/observe/observetest"
 )
 
 // refusingListener plays an HTTP/2 server on every connection until one
@@ -116,7 +118,8 @@ func transparentRun(t *testing.T) bool {
 	// failure, the second call's failure would leave 1 token and its retry
 	// would be refused.
 	cfg := retryConfig(t, 2, `"UNAVAILABLE"`, `,"retryThrottling":{"maxTokens":3,"tokenRatio":0.1}`)
-	c, err := grpcretry.New(cfg, grpcretry.WithServerName(fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())))
+	tp, exp := observetest.Tracing(t)
+	c, err := grpcretry.New(cfg, grpcretry.WithServerName(fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())), grpcretry.WithTracerProvider(tp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +146,16 @@ func transparentRun(t *testing.T) bool {
 		t.Logf("grpc-go surfaced the drain as a failed attempt (%d attempts); running again", n)
 		return false
 	}
+	// The attempt's span tells of the transparent retry below it; the
+	// attempt itself is rebound's, not a transparent retry.
+	as := observetest.Spans(exp.GetSpans()).Named("Attempt.grpc.testing.TestService.UnaryCall")
+	if len(as) != 1 {
+		t.Fatalf("%d attempt spans, want 1", len(as))
+	}
+	if got := observetest.Events(as[0]); !slices.Equal(got, []string{"transparent retry"}) {
+		t.Fatalf("attempt span events %q, want a transparent retry", got)
+	}
+	observetest.CheckAttempt(t, as[0], 0, "OK", false)
 	// The throttle still holds 3 tokens: one UNAVAILABLE is retried.
 	srv.SetHandlers(failFirst(2, codes.Unavailable))
 	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n)); err != nil || n != 2 {
