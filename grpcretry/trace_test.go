@@ -289,3 +289,35 @@ func TestTraceRetriedStream(t *testing.T) {
 		t.Errorf("server's parent for attempt 2: %v, want the attempt's span %v", got, as[1].SpanContext.SpanID())
 	}
 }
+
+func TestTraceThrottled(t *testing.T) {
+	// maxTokens 2, tokenRatio 1: the throttle allows retries while it
+	// holds more than 1 token, and the first failure leaves 1.
+	throttling := `,"retryThrottling":{"maxTokens":2,"tokenRatio":1}`
+	srv := grpctest.Start(t, failFirst(1000, codes.Unavailable))
+	for _, tc := range []struct {
+		name, policy string
+		clock        *clocktest.Clock // the hedge's delay never passes
+		events       []string
+	}{
+		{"retry", `"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}`, clocktest.NewAuto(),
+			[]string{"retry throttled rebound.attempt=2", "retrying stopped rebound.attempts=1 rebound.reason=throttled"}},
+		{"hedge", `"hedgingPolicy":{"maxAttempts":3,"hedgingDelay":"1s","nonFatalStatusCodes":["UNAVAILABLE"]}`, clocktest.New(),
+			[]string{"hedge throttled rebound.attempt=2", "retrying stopped rebound.attempts=1 rebound.reason=throttled"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := serviceconfig.Parse([]byte(fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],%s}]%s}`, grpctest.Service, tc.policy, throttling)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc2, exp, tr := tracedClient(t, srv, cfg, tc.clock)
+			ctx, root := tr.Start(context.Background(), "test")
+			if _, err := tc2.UnaryCall(ctx, grpctest.Request("x")); status.Code(err) != codes.Unavailable {
+				t.Fatalf("err %v", err)
+			}
+			root.End()
+			call, _ := callTree(t, exp, root, "grpc.testing.TestService.UnaryCall", 1)
+			checkEvents(t, call, tc.events...)
+		})
+	}
+}
