@@ -225,7 +225,8 @@ func Chart(c Config, rounds []Round) *svgplot.Chart {
 	ch := &svgplot.Chart{
 		Title:  fmt.Sprintf("%d gRPC clients, each with its own adaptive throttle, against one server shedding above %d in flight (loopback)", c.Clients, c.Limit),
 		XLabel: "round (every client makes one call per round)",
-		YLabel: "per round",
+		YLabel: "per round (log scale)",
+		YLog:   true,
 		Width:  960,
 		Height: 420,
 	}
@@ -237,8 +238,7 @@ func Chart(c Config, rounds []Round) *svgplot.Chart {
 		offered.Points = append(offered.Points, svgplot.Point{X: x, Y: float64(r.Offered)})
 		accepted.Points = append(accepted.Points, svgplot.Point{X: x, Y: float64(r.Accepted)})
 	}
-	limit := svgplot.Series{Name: "server limit", Color: "#000000", Dashed: true,
-		Points: []svgplot.Point{{X: 1, Y: float64(c.Limit)}, {X: float64(len(rounds)), Y: float64(c.Limit)}}}
-	ch.Series = []svgplot.Series{calls, offered, accepted, limit}
+	ch.Series = []svgplot.Series{calls, offered, accepted}
+	ch.Marks = []svgplot.Mark{{Horizontal: true, Value: float64(c.Limit), Label: fmt.Sprintf("server limit %d", c.Limit)}}
 	return ch
 }
