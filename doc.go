@@ -32,12 +32,19 @@
 //	attempts at most     WithMaxAttempts (default 5)   WithMaxAttempts (default 5)   WithMaxAttempts (default 3)
 //	no retries           WithRetriesDisabled           WithRetriesDisabled           WithMaxAttempts(1)
 //	retry budget         retryThrottling, per server   retryThrottling, per server   WithBudget; by default a
-//	                       name (WithServerName)         name (WithServerName)         rebound.TokenBucket per host
+//	                       name (WithServerName), and    name (WithServerName), and    rebound.TokenBucket per host
+//	                       WithBudget                    WithBudget
 //	adaptive throttle    WithAdaptiveThrottle, per     WithAdaptiveThrottle, per     WithAdaptiveThrottle, per
 //	                       server name                   server name                   host
 //	hedging              hedgingPolicy                 hedgingPolicy (unary calls)   WithHedging(delay, n)
-//	server hint          grpc-retry-pushback-ms        grpc-retry-pushback-ms        Retry-After
-//	attempt number,      PreviousAttempts(ctx)         PreviousAttempts(header)      -
+//	server hint          grpc-retry-pushback-ms;       grpc-retry-pushback-ms;       Retry-After;
+//	                       RetryInfo (WithRetryInfoCap)  RetryInfo (WithRetryInfoCap)  WithRateLimitReset
+//	what is retryable    the policy's codes;           the policy's codes;           WithRetryableStatus,
+//	                       WithClassifier                WithClassifier                WithIdempotent,
+//	                                                                                   WithIdempotencyKey;
+//	                                                                                   WithClassifier
+//	attempt number,      PreviousAttempts(ctx)         PreviousAttempts(header)      the header named by
+//	                                                                                   WithAttemptHeader
 //	  in a handler
 //	time, in tests       WithClock, WithRandom         WithClock, WithRandom         WithClock, WithRandom
 //
@@ -64,7 +71,8 @@
 // When a call gives up, its error unwraps to an [*Error] holding the number
 // of attempts, the last attempt's error, and the Reason, one of
 // [ErrAttemptsExhausted], [ErrThrottled], [ErrPushback], [ErrNotRetryable],
-// [ErrCommitted], [ErrDeadline], or the context's cause; errors.Is finds
+// [ErrCommitted], [ErrDeadline], [ErrRetryDelayTooLong], or the context's
+// cause; errors.Is finds
 // the reason and the last attempt's error through the call's error.
 // Statistics ([Stats], [MethodStats]) count the same things under the same
 // names in every package.
@@ -89,6 +97,14 @@
 //
 // Errors describe themselves to strategies through [RetryInfo] (carried by
 // an error with a RetryInfo() RetryInfo method, see [Mark]) and [ErrorInfo].
+// A RetryInfo is also the verdict a user's classifier returns in each
+// protocol package (WithClassifier), within the guardrails of
+// [Reclassify].
+//
+// Beside the A6 [Throttle] and the Smithy [TokenBucket], two budgets
+// follow the traffic, as service meshes keep them: [RatioBudget] (Finagle,
+// Linkerd) and [ConcurrencyBudget] (Envoy). [AllBudgets] combines any of
+// them; a refusal by one costs the others nothing.
 //
 // # Overload at fleet scale
 //
@@ -120,5 +136,6 @@
 //   - Replay buffers are capped per call and per client
 //     (grpcretry.WithBufferLimits; httpretry.WithMaxBufferedBody), service
 //     configs by their size (serviceconfig), and server hints by their caps
-//     (httpretry.WithRetryAfterCap).
+//     (httpretry.WithRetryAfterCap; grpcretry and connectretry
+//     WithRetryInfoCap).
 package rebound
