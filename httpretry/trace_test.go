@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -98,6 +99,57 @@ func TestTraceHTTPRetry(t *testing.T) {
 		"backoff started rebound.attempt=2 rebound.delay=1",
 	}
 	if got := observetest.Events(call); !slices.Equal(got, want) {
+		t.Errorf("events:\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestTraceHTTPHedge(t *testing.T) {
+	arrived := make(chan struct{}) // the first attempt reached the server
+	srv := newServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 1 { // a straggler: the hedge wins
+			close(arrived)
+			<-r.Context().Done()
+		}
+	})
+	tp, exp := observetest.Tracing(t)
+	clk := clocktest.New()
+	base := &http.Transport{}
+	t.Cleanup(base.CloseIdleConnections)
+	rt, err := httpretry.New(base, httpretry.WithClock(clk), httpretry.WithHedging(10*time.Millisecond, 2), httpretry.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		// The hedge goes once the first attempt is at the server.
+		defer close(done)
+		<-arrived
+		if clk.WaitPending(1) {
+			clk.Advance(10 * time.Millisecond)
+		}
+	}()
+	resp, err := (&http.Client{Transport: rt}).Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	<-done
+
+	spans := observetest.Spans(exp.GetSpans())
+	calls := spans.Named("GET")
+	if len(calls) != 1 {
+		t.Fatalf("%d call spans", len(calls))
+	}
+	as := spans.ChildrenOf(calls[0]).ByAttempt()
+	if len(as) != 2 {
+		t.Fatalf("%d attempt spans, want 2", len(as))
+	}
+	if as[0].Status.Code.String() != "Error" {
+		t.Errorf("the cancelled attempt's status %v, want Error", as[0].Status)
+	}
+	observetest.CheckEnd(t, as[1], "http.response.status_code", "200", false)
+	want := []string{"hedge sent rebound.attempt=2", "hedge cancelled rebound.attempt=1"}
+	if got := observetest.Events(calls[0]); !slices.Equal(got, want) {
 		t.Errorf("events:\n got %q\nwant %q", got, want)
 	}
 }
