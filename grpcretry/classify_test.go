@@ -3,14 +3,19 @@ package grpcretry_test
 import (
 	"context"
 	"errors"
+	"io"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/grpcretry"
@@ -114,5 +119,43 @@ func TestClassifierHedge(t *testing.T) {
 	err := cc.Invoke(context.Background(), grpctest.UnaryCall, grpctest.Request("x"), new(testpb.SimpleResponse))
 	if !errors.Is(err, rebound.ErrNotRetryable) || srv.Count(grpctest.UnaryCall) != 1 || len(methods) != 1 || methods[0] != grpctest.UnaryCall {
 		t.Fatalf("err %v after %d attempts, classifier saw %v; want not retryable after 1", err, srv.Count(grpctest.UnaryCall), methods)
+	}
+}
+
+// TestClassifierStream: a server stream's failed attempts go through
+// RetryInfo and the classifier too, with the trailer the server set.
+func TestClassifierStream(t *testing.T) {
+	srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(n int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+		switch n {
+		case 1:
+			return withRetryInfo(t, codes.Unavailable, durationpb.New(2*time.Second))
+		case 2:
+			s.SetTrailer(metadata.Pairs("x-retry", "yes"))
+			return status.Error(codes.Internal, "not in the policy")
+		}
+		return s.Send(outReply("done"))
+	}})
+	var mu sync.Mutex
+	var trailers []string
+	c, clk := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""), grpcretry.WithClassifier(func(f grpcretry.Failure, v rebound.RetryInfo) rebound.RetryInfo {
+		mu.Lock()
+		trailers = append(trailers, strings.Join(f.Trailer.Get("x-retry"), ","))
+		mu.Unlock()
+		if len(f.Trailer.Get("x-retry")) > 0 {
+			v.Safety = rebound.SafetyYes
+		}
+		return v
+	}))
+	st, err := c.StreamingOutputCall(context.Background(), outMsg("req"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := recvBodies(st)
+	if err != io.EOF || !slices.Equal(got, []string{"done"}) {
+		t.Fatalf("got %v, %v; want [done], io.EOF", got, err)
+	}
+	// 2s from RetryInfo, then the backoff's 100ms at 0.5.
+	if s := clk.Sleeps(); !slices.Equal(s, []time.Duration{2 * time.Second, 100 * time.Millisecond}) || !slices.Equal(trailers, []string{"", "yes"}) {
+		t.Fatalf("waits %v, classifier saw trailers %q", s, trailers)
 	}
 }
