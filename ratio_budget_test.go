@@ -217,3 +217,51 @@ func TestConcurrencyBudgetCountsRetryInFlight(t *testing.T) {
 		t.Fatalf("%d calls %d retries in flight, want 0 0", c, r)
 	}
 }
+
+// The budgets on the path of every retry, shared by every goroutine: a
+// ratio budget takes a lock, a concurrency budget none.
+func BenchmarkRatioBudgetParallel(b *testing.B) {
+	rb, _ := rebound.NewRatioBudget(rebound.DefaultRatioBudget())
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			rb.StartCall()
+			if rb.Allow(false) {
+				rb.EndRetry()
+			}
+			rb.EndCall()
+		}
+	})
+}
+
+func BenchmarkConcurrencyBudgetParallel(b *testing.B) {
+	cb, _ := rebound.NewConcurrencyBudget(rebound.DefaultConcurrencyBudget())
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			cb.StartCall()
+			if cb.Allow(false) {
+				cb.EndRetry()
+			}
+			cb.EndCall()
+		}
+	})
+}
+
+func BenchmarkAllBudgetsParallel(b *testing.B) {
+	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 10, TokenRatio: 1})
+	tb, _ := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 1 << 40, RetryCost: 1, TimeoutCost: 1, SuccessRefund: 1})
+	cb, _ := rebound.NewConcurrencyBudget(rebound.ConcurrencyBudgetConfig{MinConcurrency: 1 << 30})
+	all := rebound.AllBudgets(th, tb, cb).(rebound.CallBudget)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			all.StartCall()
+			if all.Allow(false) {
+				all.EndRetry()
+			}
+			all.RecordSuccess()
+			all.EndCall()
+		}
+	})
+}
