@@ -370,7 +370,7 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 // hedgeVerdict charges a failed hedge to the budget as rebound.Hedge does,
 // and returns why a committed hedged call that failed with info ends.
 func (s *clientStream) hedgeVerdict(info rebound.RetryInfo) error {
-	if b := s.hedger.budget; b != nil && (info.Safety == rebound.SafetyYes || info.ServerStop) {
+	if b := s.hedger.budget; b != nil && (info.Safety == rebound.SafetyYes || info.ServerStop) && !info.Local {
 		b.RecordFailure()
 	}
 	switch {

@@ -136,7 +136,7 @@ func (s *clientStream) hedgeLoop() {
 			endAttempt(a.span, err, info, false)
 			// A6 counts a non-fatal failure or a pushback "stop" against
 			// the throttle, whatever happens to the call next.
-			if budget != nil && (info.Safety == rebound.SafetyYes || info.ServerStop) {
+			if budget != nil && (info.Safety == rebound.SafetyYes || info.ServerStop) && !info.Local {
 				budget.RecordFailure()
 			}
 			if info.Safety != rebound.SafetyYes {
