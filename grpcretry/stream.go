@@ -498,15 +498,15 @@ func (s *clientStream) received(a *attempt) {
 	a.timer.Stop() // a message commits the attempt: it is never cut after
 	s.mu.Lock()
 	if !s.done {
+		if !s.committed {
+			// The message came after its headers, which commit the call:
+			// whichever of them the call heard of first.
+			s.span.Committed(a.n, whyHeaders)
+		}
 		s.commitLocked(a)
 	}
 	mine := s.winner == a
 	s.mu.Unlock()
-	if mine {
-		// The message came after its headers, which commit the call:
-		// whichever of them the call heard of first.
-		s.span.Committed(a.n, whyHeaders)
-	}
 	if mine {
 		s.rd = a
 	}

@@ -290,10 +290,12 @@ func (s *clientStream) gotHeaders(a *attempt, md metadata.MD) {
 	a.md = md
 	a.timer.Stop() // headers commit the attempt: it is never cut after
 	if !s.done {
-		s.commitLocked(a)
-		if s.winner == a {
+		if !s.committed {
+			// Told before commitLocked ends the others' spans, so that
+			// the call's events read in order.
 			s.span.Committed(a.n, whyHeaders)
 		}
+		s.commitLocked(a)
 	}
 	s.cond.Broadcast()
 }

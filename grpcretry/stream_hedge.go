@@ -213,9 +213,9 @@ func (s *clientStream) hedgeAttempt(n int) {
 			s.judge(a, err, false)
 		}
 	case err == io.EOF:
+		s.span.Committed(a.n, whyOK)
 		s.commitLocked(a)
 		s.mu.Unlock()
-		s.span.Committed(a.n, whyOK)
 		s.succeeded(a)
 	default:
 		// Out of the running before hedgeLoop hears of it, so that an

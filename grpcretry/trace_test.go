@@ -321,3 +321,61 @@ func TestTraceThrottled(t *testing.T) {
 		})
 	}
 }
+
+func TestTraceHedgedStream(t *testing.T) {
+	var ps parents
+	arrived := make(chan struct{}) // attempt 1 reached the server
+	srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(_ int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+		ps.record(s.Context())
+		if grpcretry.PreviousAttempts(s.Context()) == 0 { // a straggler: the hedge wins
+			close(arrived)
+			<-s.Context().Done()
+			return status.FromContextError(s.Context().Err()).Err()
+		}
+		return s.Send(&testpb.StreamingOutputCallResponse{})
+	}})
+	js := fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],"hedgingPolicy":{"maxAttempts":2,"hedgingDelay":"0.01s","nonFatalStatusCodes":["UNAVAILABLE"]}}]}`, grpctest.Service)
+	cfg, err := serviceconfig.Parse([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktest.New()
+	tc, exp, tr := tracedClient(t, srv, cfg, clk)
+	ctx, root := tr.Start(context.Background(), "test")
+	done := make(chan struct{})
+	go func() {
+		// The hedge goes once the first attempt is at the server.
+		defer close(done)
+		<-arrived
+		if clk.WaitPending(1) {
+			clk.Advance(10 * time.Millisecond)
+		}
+	}()
+	st, err := tc.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := st.Recv(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	root.End()
+	call, as := callTree(t, exp, root, "grpc.testing.TestService.StreamingOutputCall", 2)
+	observetest.CheckAttempt(t, as[0], 0, "CANCELLED", true)
+	observetest.CheckAttempt(t, as[1], 1, "OK", false)
+	observetest.CheckEnd(t, call, "rpc.response.status_code", "OK", false)
+	checkEvents(t, call,
+		"hedge sent rebound.attempt=2",
+		"committed rebound.attempt=2 rebound.why=response headers",
+		"hedge cancelled rebound.attempt=1",
+	)
+	for i, a := range as {
+		if got := ps.of(i); got != a.SpanContext.SpanID() {
+			t.Errorf("server's parent for attempt %d: %v, want the attempt's span %v", i+1, got, a.SpanContext.SpanID())
+		}
+	}
+}
