@@ -266,8 +266,12 @@ func (s *Shedder) sample(now time.Time, rtt float64, atStart int) {
 	} else {
 		s.short += shortAlpha * (rtt - s.short)
 	}
-	if now.Sub(s.idleSince) >= baselinePeriod {
+	if age := now.Sub(s.idleSince); age >= baselinePeriod {
 		s.prevIdle, s.idle, s.idleSince = s.idle, 0, now
+		if age >= 2*baselinePeriod {
+			// The period before ended long ago: it is no baseline.
+			s.prevIdle = 0
+		}
 	}
 	if s.idle == 0 || rtt < s.idle {
 		s.idle = rtt

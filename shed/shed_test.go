@@ -209,3 +209,43 @@ func BenchmarkAdmit(b *testing.B) {
 		}
 	})
 }
+
+// The idle baseline is the fastest latency of the last 10 to 20 seconds:
+// when requests get slower for good (heavier work, not queueing), the
+// limit shrinks at first, then, once the fast samples have aged out,
+// grows back.
+func TestBaselineAges(t *testing.T) {
+	clk := clocktest.New()
+	c := shed.DefaultConfig()
+	c.InitialLimit, c.MaxLimit = 10, 50
+	s, _ := shed.New(c, shed.WithClock(clk))
+	run := func(rounds int, lat time.Duration) {
+		for range rounds {
+			var dones []func(bool)
+			for {
+				done, _ := s.Admit()
+				if done == nil {
+					break
+				}
+				dones = append(dones, done)
+			}
+			clk.Advance(lat)
+			for _, d := range dones {
+				d(false)
+			}
+		}
+	}
+	run(20, 10*time.Millisecond)
+	if got := s.Stats().Limit; got != 50 {
+		t.Fatalf("limit %d, want the max 50", got)
+	}
+	run(5, 30*time.Millisecond) // three times slower
+	if got := s.Stats().Limit; got >= 25 {
+		t.Fatalf("limit %d right after requests got slower, want it well down", got)
+	}
+	clk.Advance(25 * time.Second) // the 10ms samples age out
+	run(200, 30*time.Millisecond)
+	if got := s.Stats().Limit; got != 50 {
+		t.Fatalf("limit %d once 30ms is the new idle latency, want the max 50", got)
+	}
+}
