@@ -47,22 +47,32 @@ type classCount struct {
 }
 
 // classLimited counts a failure with info's Class against the counts so
-// far, and reports whether the class's attempt limit is reached, with the
-// counts to carry on. counts is not modified: tokens share it.
-func classLimited(counts []classCount, info RetryInfo) ([]classCount, bool) {
+// far (nil for none), and reports whether the class's attempt limit is
+// reached, with the counts to carry on. counts is not modified: tokens
+// share it.
+func classLimited(counts *[]classCount, info RetryInfo) (*[]classCount, bool) {
 	if info.Class == "" || info.ClassAttempts <= 0 {
 		return counts, false
 	}
-	out := make([]classCount, len(counts), len(counts)+1)
-	copy(out, counts)
+	var old []classCount
+	if counts != nil {
+		old = *counts
+	}
+	out := make([]classCount, len(old), len(old)+1)
+	copy(out, old)
+	done := false
+	found := false
 	for i := range out {
 		if out[i].class == info.Class {
 			out[i].n++
-			return out, out[i].n >= info.ClassAttempts
+			done, found = out[i].n >= info.ClassAttempts, true
 		}
 	}
-	out = append(out, classCount{info.Class, 1})
-	return out, info.ClassAttempts <= 1
+	if !found {
+		out = append(out, classCount{info.Class, 1})
+		done = info.ClassAttempts <= 1
+	}
+	return &out, done
 }
 
 // backoffFor returns the backoff of a retry after info's failure: its own

@@ -198,7 +198,7 @@ func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx contex
 		timerC  <-chan time.Time
 		due     time.Time // when timer fires
 		stopped bool      // no further hedges: pushback said stop, the budget refused or the call committed
-		classes []classCount
+		classes *[]classCount
 		reason  error = ErrAttemptsExhausted
 		last    error
 	)

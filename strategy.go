@@ -98,21 +98,23 @@ func (s *settings) build(opts []Option) error {
 // token is the Token of both built-in strategies.
 type token struct {
 	owner   any
-	attempt int           // the attempt this token admits, from 1
-	retry   int           // retries since the last pushback, for the exponent
+	attempt int32         // the attempt this token admits, from 1
+	retry   int32         // retries since the last pushback, for the exponent
 	delay   time.Duration // wait before the attempt
+	// classes counts the failures of the call with a Class, for their
+	// own attempt limits; nil while there are none. Tokens share it; it
+	// is never modified. (A pointer, not a slice: a token fits in 48
+	// bytes.)
+	classes *[]classCount
 	// paid says the budget's Allow admitted this attempt, timeout that it
 	// retries a timeout: its success may get the cost back, and its end
 	// frees a concurrency budget's slot.
 	paid, timeout bool
-	// classes counts the failures of the call with a Class, for their
-	// own attempt limits; shared by tokens, never modified.
-	classes []classCount
-	used    atomic.Bool
+	used          atomic.Bool
 }
 
 func (t *token) Delay() time.Duration { return t.delay }
-func (t *token) Attempt() int         { return t.attempt }
+func (t *token) Attempt() int         { return int(t.attempt) }
 
 // claim checks that t was issued by owner and marks it used.
 func claim(owner any, t Token) (*token, error) {
@@ -189,7 +191,7 @@ func (st *Standard) RefreshToken(ctx context.Context, t Token, err error) (Token
 		return nil, ErrNotRetryable
 	case info.Stop != nil:
 		return nil, info.Stop
-	case tk.attempt >= st.s.maxAttempts, classDone:
+	case int(tk.attempt) >= st.s.maxAttempts, classDone:
 		return nil, ErrAttemptsExhausted
 	}
 	// A retry-after hint is a floor under the backoff; a server's
@@ -198,7 +200,7 @@ func (st *Standard) RefreshToken(ctx context.Context, t Token, err error) (Token
 	if info.HasRetryAfter {
 		floor = info.RetryAfter
 	}
-	delay := max(backoffFor(st.s.backoff, info).Delay(tk.attempt, st.s.random.Float64()), floor)
+	delay := max(backoffFor(st.s.backoff, info).Delay(int(tk.attempt), st.s.random.Float64()), floor)
 	if beyondDeadline(ctx, st.s.clock, delay) {
 		return nil, ErrDeadline
 	}
@@ -320,7 +322,7 @@ func (p *Retrier) RefreshToken(ctx context.Context, t Token, err error) (Token, 
 		return nil, ErrNotRetryable
 	case info.Stop != nil:
 		return nil, info.Stop
-	case tk.attempt >= p.s.maxAttempts, classDone:
+	case int(tk.attempt) >= p.s.maxAttempts, classDone:
 		return nil, ErrAttemptsExhausted
 	}
 	next := &token{owner: p, attempt: tk.attempt + 1, classes: classes}
@@ -330,7 +332,7 @@ func (p *Retrier) RefreshToken(ctx context.Context, t Token, err error) (Token, 
 		// A server's RetryInfo is a floor under the backoff, and leaves
 		// the exponent alone: unlike pushback, it is advice.
 		next.retry = tk.retry + 1
-		next.delay = max(backoffFor(p.s.backoff, info).Delay(next.retry, p.s.random.Float64()), info.MinDelay)
+		next.delay = max(backoffFor(p.s.backoff, info).Delay(int(next.retry), p.s.random.Float64()), info.MinDelay)
 	}
 	if beyondDeadline(ctx, p.s.clock, next.delay) {
 		return nil, ErrDeadline
