@@ -1,10 +1,13 @@
 package rebound_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/clocktest"
 )
 
 func TestReclassify(t *testing.T) {
@@ -37,6 +40,35 @@ func TestReclassify(t *testing.T) {
 	} {
 		if got := rebound.Reclassify(tc.builtin, tc.promotable, tc.verdict); got != tc.want {
 			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestClassAttempts: each class counts its own failures, and the first
+// class to reach its limit ends the call.
+func TestClassAttempts(t *testing.T) {
+	// Failures alternate between class a (limit 3) and b (limit 10).
+	seq := []rebound.RetryInfo{
+		{Safety: rebound.SafetyYes, Class: "a", ClassAttempts: 3},
+		{Safety: rebound.SafetyYes, Class: "b", ClassAttempts: 10},
+	}
+	for _, mk := range []func() (rebound.Strategy, error){
+		func() (rebound.Strategy, error) {
+			return rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 10, Backoff: rebound.DefaultBackoff()}, rebound.WithClock(clocktest.NewAuto()))
+		},
+		func() (rebound.Strategy, error) {
+			return rebound.NewStandard(rebound.WithMaxAttempts(10), rebound.WithClock(clocktest.NewAuto()))
+		},
+	} {
+		s, _ := mk()
+		n := 0
+		err := rebound.Do(context.Background(), s, func(context.Context) error {
+			n++
+			return rebound.Mark(errors.New("fails"), seq[(n-1)%2])
+		})
+		// a fails on attempts 1, 3, 5: the fifth attempt is the last.
+		if n != 5 || !errors.Is(err, rebound.ErrAttemptsExhausted) {
+			t.Errorf("%T: %d attempts, err %v; want 5, attempts exhausted", s, n, err)
 		}
 	}
 }
