@@ -18,9 +18,10 @@
 //
 //	{"loadBalancingConfig": [{"rebound_distinct": {"childPolicy": [{"round_robin": {}}]}}]}
 //
-// Importing grpcretry registers the policy, so most programs need not
-// import this package; a program that parses such a config before it
-// imports grpcretry can import it for its side effect, or refer to [Name].
+// Importing grpcretry registers the policy, so a program that uses
+// grpcretry need not import this package. A program that selects the
+// policy without grpcretry imports it for that side effect; its calls are
+// then untracked and go to the child's choice.
 package distinct
 
 import (
