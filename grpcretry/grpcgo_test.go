@@ -17,6 +17,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -483,10 +484,10 @@ func TestGRPCGoNoRetry(t *testing.T) {
 }
 
 // h2Script plays grpc-go's httpServer of TestRetryStats on one listener:
-// stream 1 of a connection is refused (RST_STREAM REFUSED_STREAM, so the
-// server never processed it and grpc-go retries it transparently on the
-// same connection), and every later stream, once the client has ended it,
-// gets the next response: header blocks and messages.
+// once the client has ended a stream, stream 1 of a connection is refused
+// (RST_STREAM REFUSED_STREAM, so the server never processed it and grpc-go
+// retries it transparently on the same connection), and every later
+// stream gets the next response: header blocks and messages.
 type h2Script struct {
 	responses []h2Response
 	wg        sync.WaitGroup
@@ -542,7 +543,12 @@ func (s *h2Script) conn(c net.Conn) {
 		}
 		return bytes.Clone(buf.Bytes())
 	}
+	// Every stream is answered once the client has ended it, so that the
+	// client has sent (and reported) its message first.
 	respond := func(id uint32) error {
+		if id == 1 {
+			return fr.WriteRSTStream(1, http2.ErrCodeRefusedStream)
+		}
 		if next >= len(s.responses) {
 			return fr.WriteRSTStream(id, http2.ErrCodeInternal)
 		}
@@ -581,13 +587,11 @@ func (s *h2Script) conn(c net.Conn) {
 				err = fr.WritePing(true, f.Data)
 			}
 		case *http2.HeadersFrame:
-			if f.StreamID == 1 {
-				err = fr.WriteRSTStream(1, http2.ErrCodeRefusedStream)
-			} else if f.StreamEnded() {
+			if f.StreamEnded() {
 				err = respond(f.StreamID)
 			}
 		case *http2.DataFrame:
-			if f.StreamID != 1 && f.StreamEnded() {
+			if f.StreamEnded() {
 				err = respond(f.StreamID)
 			}
 		}
@@ -681,18 +685,53 @@ func TestGRPCGoRetryStats(t *testing.T) {
 	defer handler.mu.Unlock()
 	got := handler.s
 	if len(got) != len(want) {
-		t.Fatalf("%d events, want %d: %v", len(got), len(want), got)
-	}
-	// grpc-go's races, as its test allows them: the last attempt's payload
-	// and trailer may be reported in either order, and so may the
-	// transparent retry's sent payload and its trailer.
-	for _, p := range [][2]int{{13, 14}, {6, 7}} {
-		_, trailerFirst := got[p[0]].(*stats.InTrailer)
-		_, payloadSecond := got[p[1]].(*stats.InPayload)
-		_, outSecond := got[p[1]].(*stats.OutPayload)
-		if trailerFirst && (payloadSecond || outSecond) {
-			got[p[0]], got[p[1]] = got[p[1]], got[p[0]]
+		var types []string
+		for _, s := range got {
+			types = append(types, fmt.Sprintf("%T", s))
 		}
+		t.Fatalf("%d events, want %d: %v", len(got), len(want), types)
+	}
+	// Within an attempt, what the caller's goroutine reports (OutHeader,
+	// OutPayload) and what grpc-go's transport reader reports (InHeader,
+	// InPayload, InTrailer) interleave as the two goroutines run; and, as
+	// grpc-go's test allows, a message and the trailer after it may be
+	// reported in either order. Each attempt's events are put in the order
+	// of want, after checking the order that is fixed: headers before
+	// messages, on each side.
+	rank := func(s stats.RPCStats) int {
+		switch s.(type) {
+		case *stats.Begin:
+			return 0
+		case *stats.OutHeader:
+			return 1
+		case *stats.OutPayload:
+			return 2
+		case *stats.InHeader:
+			return 3
+		case *stats.InPayload:
+			return 4
+		case *stats.InTrailer:
+			return 5
+		}
+		return 6 // End
+	}
+	for start := 0; start < len(got); {
+		end := start + 1
+		for end < len(got) && rank(got[end]) != 0 {
+			end++
+		}
+		attempt := got[start:end]
+		at := func(r int) int {
+			return slices.IndexFunc(attempt, func(s stats.RPCStats) bool { return rank(s) == r })
+		}
+		if m := at(2); m >= 0 && m < at(1) {
+			t.Fatalf("attempt at event %d: OutPayload before OutHeader", start)
+		}
+		if m := at(4); m >= 0 && m < at(3) {
+			t.Fatalf("attempt at event %d: InPayload before InHeader", start)
+		}
+		slices.SortStableFunc(attempt, func(a, b stats.RPCStats) int { return rank(a) - rank(b) })
+		start = end
 	}
 	for i := range got {
 		w, s := want[i], got[i]

@@ -277,22 +277,23 @@ func TestNonRetryableFailuresDoNotThrottle(t *testing.T) {
 func TestDeadlineCoversAllAttempts(t *testing.T) {
 	srv := grpctest.Start(t, failFirst(1000, codes.Unavailable))
 	cfg := retryConfig(t, 5, `"UNAVAILABLE"`, "")
-	// Real clock: the backoff would be up to 100ms; the deadline is 1ms
-	// away after the first attempt, so no sleep may start.
-	c, err := grpcretry.New(cfg, grpcretry.WithRandom(clocktest.NewRand(0.9)))
+	// The backoff would be 90ms; the deadline is 60ms away on the clock
+	// (which stands still), so no wait may start: the call gives up at
+	// once rather than sleep past its deadline.
+	clk := clocktest.New()
+	c, err := grpcretry.New(cfg, grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.9)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(60*time.Millisecond))
 	defer cancel()
-	start := time.Now()
 	_, err = tc.UnaryCall(ctx, grpctest.Request("x"))
 	if !errors.Is(err, rebound.ErrDeadline) || status.Code(err) != codes.Unavailable {
 		t.Fatalf("err %v, want the last attempt's UNAVAILABLE and ErrDeadline", err)
 	}
-	if dl, _ := ctx.Deadline(); time.Now().After(dl) {
-		t.Fatalf("returned after the deadline (%v after start)", time.Since(start))
+	if sleeps := clk.Sleeps(); len(sleeps) != 0 {
+		t.Fatalf("waited %v past the deadline", sleeps)
 	}
 	if srv.Count(grpctest.UnaryCall) != 1 {
 		t.Fatalf("%d attempts, want 1", srv.Count(grpctest.UnaryCall))

@@ -328,6 +328,7 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 	s.last = a
 	committed := headers || s.committed
 	tok := s.tok
+	md := a.md // gotHeaders writes it under mu
 	s.mu.Unlock()
 	a.timer.Stop()
 
@@ -341,7 +342,7 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 		err, info = newTimeoutError(s.timeout), perattempt.Info(committed)
 		s.timeouts.Add(1)
 	} else {
-		info = s.c.opts.verdict(s.method, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed), err, a.md, a.trailer())
+		info = s.c.opts.verdict(s.method, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed), err, md, a.trailer())
 	}
 	if a.timer != nil {
 		a.cancel() // the attempt's own context ends with it

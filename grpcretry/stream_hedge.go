@@ -125,6 +125,7 @@ func (s *clientStream) hedgeLoop() {
 			}
 			a.judged = true
 			s.last = a
+			md := a.md // gotHeaders writes it under mu
 			s.cond.Broadcast()
 			s.mu.Unlock()
 			last, lastErr = a, err
@@ -132,7 +133,7 @@ func (s *clientStream) hedgeLoop() {
 				s.finish(a, err, context.Cause(s.parent))
 				return
 			}
-			info := s.c.opts.verdict(s.method, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), false), err, a.md, a.trailer())
+			info := s.c.opts.verdict(s.method, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), false), err, md, a.trailer())
 			endAttempt(a.span, err, info, false)
 			// A6 counts a non-fatal failure or a pushback "stop" against
 			// the throttle, whatever happens to the call next.
