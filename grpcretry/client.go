@@ -32,8 +32,11 @@ type Client struct {
 	cfg  *serviceconfig.Config
 	opts options
 
-	last    atomic.Pointer[target] // the target of the latest call
-	targets sync.Map               // weak.Pointer[grpc.ClientConn] -> *target, until the conn is collected
+	last     atomic.Pointer[target] // the target of the latest call
+	targets  sync.Map               // weak.Pointer[grpc.ClientConn] -> *target, until the conn is collected
+	resolved sync.Map               // target string -> weak.Pointer[resolved], the resolvers' configs
+
+	configErrors atomic.Uint64 // service configs from resolvers that were rejected
 
 	buffered atomic.Int64 // bytes streams keep for replay, against the total buffer limit
 
@@ -42,17 +45,22 @@ type Client struct {
 	clock  rebound.Clock     // the options' clock, or the real one
 }
 
-// target is the retry state of one ClientConn. It holds the conn weakly,
-// so that a conn the application has closed and dropped is collected, and
-// its target with it.
+// target is the retry state of one ClientConn under one service config.
+// It holds the conn weakly, so that a conn the application has closed and
+// dropped is collected, and its target with it. When the conn's resolver
+// delivers a new config, the conn gets a new target; calls in flight keep
+// the one they started with, and so their policy.
 type target struct {
 	cc       weak.Pointer[grpc.ClientConn]
-	uri      string            // the canonical target, for metrics and logs
-	throttle *rebound.Throttle // nil without retryThrottling
-	err      error             // why the throttle could not be made
-	gate     *adaptive.Gate    // the adaptive throttle; nil without WithAdaptiveThrottle
-	limit    *ratelimit.Gate   // the adaptive rate limit; nil without WithAdaptiveRateLimit
-	policies sync.Map          // *serviceconfig.MethodConfig -> *policyEntry
+	cfg      *serviceconfig.Config // the config in force when the target was made
+	src      *resolved             // where a new config comes from; nil: cfg is the Client's, for good
+	settled  atomic.Bool           // calls need not wait for src's resolver (see Client.await)
+	uri      string                // the canonical target, for metrics and logs
+	throttle *rebound.Throttle     // nil without retryThrottling
+	err      error                 // why the throttle could not be made
+	gate     *adaptive.Gate        // the adaptive throttle; nil without WithAdaptiveThrottle
+	limit    *ratelimit.Gate       // the adaptive rate limit; nil without WithAdaptiveRateLimit
+	policies sync.Map              // *serviceconfig.MethodConfig -> *policyEntry
 }
 
 // policyEntry is the strategy of one method config on one target: retry or
@@ -136,13 +144,30 @@ func DialOptions(cfg *serviceconfig.Config, opts ...Option) []grpc.DialOption {
 	return c.DialOptions()
 }
 
-// DialOptions returns c's interceptors and grpc.WithDisableRetry(), and,
+// DialOptions returns c's interceptors, the resolver wrappers that take
+// the service config a name resolver delivers (see [WithResolver]), and,
 // when c's config hedges a method or c records metrics or traces, a stats
 // handler: it commits a hedged unary call to the attempt whose response
 // headers arrive first (A6), and counts transparent retries (and notes
-// them on the attempt's span). Installed by hand,
-// without it, the interceptors learn of a unary attempt's headers only
-// when the attempt ends.
+// them on the attempt's span). Installed by hand, without it, the
+// interceptors learn of a unary attempt's headers only when the attempt
+// ends; so do they for a hedgingPolicy that only a resolver delivers, as
+// the handler costs every call some fifteen allocations: hedge a method in
+// c's config to have it installed.
+//
+// A config from the resolver of the conn's target (a DNS TXT record, say)
+// replaces c's config, which is the default until one arrives, as with
+// grpc.WithDefaultServiceConfig; grpc.WithDisableServiceConfig keeps c's.
+// Calls started after an update run under the new config; calls in flight
+// keep their policy. An invalid config changes nothing (see
+// [Client.ResolverConfigErrors]). Conns of one Client that resolve the
+// same target share the resolver's config.
+//
+// grpc-go's own retries stay on, but grpc-go never sees a retryPolicy
+// from c or from a wrapped resolver: rebound hands it only the fields it
+// acts on and rebound does not, so a call is retried in one place. On an
+// xds target grpc-go goes on applying the routes' retry policies (see the
+// package doc).
 //
 // When the config has loadBalancingConfig, loadBalancingPolicy or
 // healthCheckConfig, DialOptions also hands those fields, and only those,
@@ -152,10 +177,10 @@ func DialOptions(cfg *serviceconfig.Config, opts ...Option) []grpc.DialOption {
 // grpc.WithDefaultServiceConfig placed after these options replaces them.
 func (c *Client) DialOptions() []grpc.DialOption {
 	opts := []grpc.DialOption{
-		grpc.WithDisableRetry(),
 		grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()),
 		grpc.WithChainStreamInterceptor(c.StreamClientInterceptor()),
 	}
+	opts = append(opts, c.resolverOptions()...)
 	if c.opts.MeterProvider != nil || c.tracer != nil || c.hedges() {
 		opts = append(opts, grpc.WithStatsHandler(callStats{}))
 	}
@@ -179,32 +204,65 @@ func (c *Client) hedges() bool {
 // cc has been collected: a process that opens and closes conns keeps no
 // state for the closed ones.
 func (c *Client) target(cc *grpc.ClientConn) *target {
-	if t := c.last.Load(); t != nil && t.cc.Value() == cc {
+	if t := c.last.Load(); t != nil && t.cc.Value() == cc && t.current() {
 		return t
 	}
 	key := weak.Make(cc)
-	v, ok := c.targets.Load(key)
-	if !ok {
-		t := &target{cc: key}
-		if cc != nil {
-			t.uri = cc.CanonicalTarget()
+	for {
+		v, ok := c.targets.Load(key)
+		if ok {
+			old := v.(*target)
+			if old.current() {
+				c.last.Store(old)
+				return old
+			}
+			// The resolver delivered a new config.
+			if t := c.newTarget(cc, key, old.src); c.targets.CompareAndSwap(key, v, t) {
+				c.last.Store(t)
+				return t
+			}
+			continue
 		}
-		t.throttle, t.err = a6.Throttle(c.serverName(cc), c.cfg.RetryThrottling)
-		t.gate = c.newGate(c.serverName(cc))
-		t.limit = c.newLimit(c.serverName(cc))
-		var loaded bool
-		if v, loaded = c.targets.LoadOrStore(key, t); !loaded && cc != nil {
+		t := c.newTarget(cc, key, c.source(cc))
+		if _, loaded := c.targets.LoadOrStore(key, t); loaded {
+			continue
+		}
+		if cc != nil {
 			installed.Store(key, c)
 			runtime.AddCleanup(cc, func(key weak.Pointer[grpc.ClientConn]) {
 				c.targets.Delete(key)
 				installed.CompareAndDelete(key, c)
+				// The latest target holds what came from the conn's
+				// resolver; drop it too.
+				if last := c.last.Load(); last != nil && last.cc == key {
+					c.last.CompareAndSwap(last, nil)
+				}
 			}, key)
 		}
+		c.last.Store(t)
+		return t
 	}
-	t := v.(*target)
-	c.last.Store(t)
+}
+
+// newTarget makes the retry state of cc under the config src has in force
+// (c's own without src). A throttle is shared while the server name and
+// the retryThrottling settings stay the same.
+func (c *Client) newTarget(cc *grpc.ClientConn, key weak.Pointer[grpc.ClientConn], src *resolved) *target {
+	t := &target{cc: key, cfg: c.cfg, src: src}
+	if src != nil {
+		t.cfg = src.cfg.Load()
+	}
+	if cc != nil {
+		t.uri = cc.CanonicalTarget()
+	}
+	t.throttle, t.err = a6.Throttle(c.serverName(cc), t.cfg.RetryThrottling)
+	t.gate = c.newGate(c.serverName(cc))
+	t.limit = c.newLimit(c.serverName(cc))
 	return t
 }
+
+// current reports whether t's config is still the one in force.
+func (t *target) current() bool { return t.src == nil || t.src.cfg.Load() == t.cfg }
 
 // serverName is the name throttling is kept under.
 func (c *Client) serverName(cc *grpc.ClientConn) string {

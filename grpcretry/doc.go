@@ -20,10 +20,66 @@
 // the call commits (a response arrives, the application reads headers, or
 // the buffer would outgrow [WithBufferLimits]).
 //
-// grpc-go's own retries are turned off ([DialOptions] adds
-// grpc.WithDisableRetry), but its transparent retries of streams the server
-// never processed still happen below these interceptors; they count against
-// neither maxAttempts nor the throttle.
+// [DialOptions] also hands grpc-go the config's loadBalancingConfig and
+// healthCheckConfig, so that a config naming the rebound_distinct balancer
+// needs no further option, and an invalid option or unknown balancer makes
+// grpc.NewClient fail. [New] and [Client.DialOptions] do the same in two
+// steps, with the options' errors returned at once.
+//
+// # Service configs from the name resolver
+//
+// A6 delivers the service config with name resolution, so that a service
+// owner changes every client's retries without a redeploy. [DialOptions]
+// takes the config the conn's resolver delivers, as grpc-go does: for a
+// DNS target (grpc.NewClient's default scheme, reading the TXT record of
+// _grpc_config.<name>) the one line above is all it takes; a custom
+// resolver is passed with [WithResolver] instead of grpc.WithResolvers.
+// The resolver's config replaces the one given in code, which is the
+// default until the resolver delivers one (the first call waits for the
+// resolver, as in grpc-go); grpc.WithDisableServiceConfig keeps the
+// code's. Calls started after an update run under the new config, calls
+// in flight keep their policy, and a throttle stays shared while the
+// server name and its retryThrottling settings stay the same. An invalid
+// config never fails calls: the last good one stays in force, and the
+// error is logged and counted ([Client.ResolverConfigErrors]).
+//
+// grpc-go's own retries stay on, but rebound never hands grpc-go a
+// retryPolicy: grpc-go sees only the load-balancing and health-check
+// fields of the code's config and of a wrapped resolver's, so a call is
+// retried in one place. A retryPolicy given to grpc-go directly (with
+// grpc.WithDefaultServiceConfig, or by a resolver not passed through
+// WithResolver) is applied by grpc-go to each of rebound's attempts.
+// grpc-go's transparent retries of streams the server never processed
+// happen below these interceptors too; they count against neither
+// maxAttempts nor the throttle.
+//
+// # xDS targets
+//
+// On an xds:/// target, grpc-go's xds resolver gives grpc-go the retry
+// policies of the xDS routes (gRFC A44), which rebound cannot see, and
+// grpc-go applies them to every attempt, as it does without rebound; so
+// do its transparent retries. Above them rebound applies the config given
+// in code, and only that: its retry and hedging policies, retryThrottling,
+// server pushback, buffer limits, the per-attempt timeout, statistics and
+// metrics. Give each method its retries in one place: leave them to the
+// xDS route and give rebound only what xDS lacks (a hedgingPolicy,
+// retryThrottling, [WithAdaptiveHedging]), or give rebound the retryPolicy
+// and leave it out of the route. With both, grpc-go retries every attempt
+// rebound makes, hedges included, and the attempts multiply.
+//
+// # Attempts, errors and statistics
+//
+// The [CountAttempts] call option reports how many attempts a call made,
+// hedges included. A call that fails returns the last attempt's status
+// (status.Code sees it) as an error that unwraps to a [*rebound.Error]:
+// the number of attempts and why retrying stopped
+// ([rebound.ErrAttemptsExhausted], [rebound.ErrThrottled], ...).
+// [Client.Stats], or [StatsOf] for a conn made with [DialOptions], returns
+// the statistics by method; [WithMeterProvider] and [WithLogger] report the
+// same as metrics and as a log of each decision; [WithTracerProvider]
+// traces each call with a span per attempt (gRFC A72).
+//
+// # Differences from grpc-go
 //
 // Every scenario of grpc-go's own retry tests behaves the same through
 // these interceptors (the package's tests replay them), except for three
@@ -39,22 +95,4 @@
 //   - A call that ran out of attempts says "attempts exhausted" and
 //     matches errors.Is(err, rebound.ErrAttemptsExhausted), rather than
 //     grpc-go's "retries exhausted" text; its status code is the same.
-//
-// [DialOptions] also hands grpc-go the config's loadBalancingConfig and
-// healthCheckConfig, so that a config naming the rebound_distinct balancer
-// needs no further option, and an invalid option or unknown balancer makes
-// grpc.NewClient fail. [New] and [Client.DialOptions] do the same in two
-// steps, with the options' errors returned at once.
-//
-// # Attempts, errors and statistics
-//
-// The [CountAttempts] call option reports how many attempts a call made,
-// hedges included. A call that fails returns the last attempt's status
-// (status.Code sees it) as an error that unwraps to a [*rebound.Error]:
-// the number of attempts and why retrying stopped
-// ([rebound.ErrAttemptsExhausted], [rebound.ErrThrottled], ...).
-// [Client.Stats], or [StatsOf] for a conn made with [DialOptions], returns
-// the statistics by method; [WithMeterProvider] and [WithLogger] report the
-// same as metrics and as a log of each decision; [WithTracerProvider]
-// traces each call with a span per attempt (gRFC A72).
 package grpcretry

@@ -17,6 +17,19 @@ import (
 // that A6 allows, such as lower-case status codes. ok is false when cfg has
 // none of these fields.
 func grpcServiceConfig(cfg *serviceconfig.Config) (opt grpc.DialOption, ok bool) {
+	if cfg.LoadBalancingPolicy == "" && cfg.LoadBalancingConfig == nil && cfg.HealthCheckConfig == nil {
+		return nil, false
+	}
+	js, err := grpcConfigJSON(cfg)
+	if err != nil {
+		return failNewClient(err), true
+	}
+	return grpc.WithDefaultServiceConfig(string(js)), true
+}
+
+// grpcConfigJSON returns the parts of cfg that grpc-go acts on (see
+// grpcServiceConfig) as a service config, "{}" when there are none.
+func grpcConfigJSON(cfg *serviceconfig.Config) ([]byte, error) {
 	sc := map[string]any{}
 	if cfg.LoadBalancingPolicy != "" {
 		sc["loadBalancingPolicy"] = cfg.LoadBalancingPolicy
@@ -27,12 +40,9 @@ func grpcServiceConfig(cfg *serviceconfig.Config) (opt grpc.DialOption, ok bool)
 	if cfg.HealthCheckConfig != nil {
 		sc["healthCheckConfig"] = cfg.HealthCheckConfig
 	}
-	if len(sc) == 0 {
-		return nil, false
-	}
 	js, err := json.Marshal(sc)
 	if err != nil { // only a Config built by hand holds a RawMessage that is not JSON
-		return failNewClient(fmt.Errorf("grpcretry: the service config's loadBalancingConfig or healthCheckConfig is not JSON: %w", err)), true
+		return nil, fmt.Errorf("grpcretry: the service config's loadBalancingConfig or healthCheckConfig is not JSON: %w", err)
 	}
-	return grpc.WithDefaultServiceConfig(string(js)), true
+	return js, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/resolver"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
@@ -38,6 +39,8 @@ type options struct {
 	classify func(Failure, rebound.RetryInfo) rebound.RetryInfo
 	// rateLimit is WithAdaptiveRateLimit's settings; nil when off.
 	rateLimit *rebound.AdaptiveRateLimit
+	// resolvers are WithResolver's builders, by scheme.
+	resolvers map[string]resolver.Builder
 }
 
 // WithMaxAttempts sets the client-side maximum of attempts (A6 "Limits"):
@@ -143,6 +146,7 @@ func buildOptions(opts []Option) options {
 		Options:      a6.NewOptions("grpcretry"),
 		bufferTotal:  DefaultBufferTotal,
 		bufferPerRPC: DefaultBufferPerRPC,
+		resolvers:    map[string]resolver.Builder{},
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -208,7 +212,9 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // (with its delay and the error that caused it), a hedge sent, obeying
 // server pushback, and giving up and why (attempts exhausted, throttled,
 // pushback, committed, deadline). Nothing is logged unless l is enabled at
-// slog.LevelDebug.
+// slog.LevelDebug, but for a service config from a name resolver that
+// rebound rejects: that is a warning (to slog.Default() without
+// WithLogger).
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(o *options) { o.SetLogger(l) })
 }

@@ -26,7 +26,8 @@ type callPolicy struct {
 // resolve returns the policy of a call of method on cc that carries ov
 // (nil for none). A clamped override is logged.
 func (c *Client) resolve(ctx context.Context, method string, cc *grpc.ClientConn, ov *rebound.Override) (callPolicy, error) {
-	mc := c.cfg.MethodConfig(method)
+	c.await(ctx, cc)
+	mc := c.target(cc).cfg.MethodConfig(method)
 	if ov == nil {
 		return callPolicy{mc: mc, timeout: c.opts.Timeout(mc)}, nil
 	}

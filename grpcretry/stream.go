@@ -84,7 +84,7 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	callCtx, cancel, opts := callSettings(ctx, mc, opts)
 	if c.opts.Disabled || mc == nil || (mc.RetryPolicy == nil && mc.HedgingPolicy == nil) {
 		var th *rebound.Throttle
-		if c.cfg.RetryThrottling != nil && !c.opts.Disabled {
+		if c.target(cc).cfg.RetryThrottling != nil && !c.opts.Disabled {
 			th = c.target(cc).throttle
 		}
 		return once(callCtx, callCtx != ctx, cancel, th, n, desc, cc, method, streamer, opts)

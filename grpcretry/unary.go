@@ -59,7 +59,7 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 		if n != nil {
 			*n = 1
 		}
-		if c.cfg.RetryThrottling != nil && !c.opts.Disabled {
+		if c.target(cc).cfg.RetryThrottling != nil && !c.opts.Disabled {
 			return c.unpoliced(ctx, method, req, reply, cc, invoker, opts)
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
