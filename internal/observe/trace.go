@@ -48,7 +48,12 @@ const (
 	// EventStopped: retrying stopped after rebound.attempts attempts,
 	// for the reason rebound.reason.
 	EventStopped = "retrying stopped"
+	// EventTransparentRetry, on an attempt span: the transport retried
+	// the attempt on its own (gRPC only).
+	EventTransparentRetry = "transparent retry"
 
+	// The attributes of the events, and rebound.attempts on a call span:
+	// attempt numbers count from 1, durations are in seconds.
 	AttemptKey      = attribute.Key("rebound.attempt")
 	AttemptsKey     = attribute.Key("rebound.attempts")
 	DelayKey        = attribute.Key("rebound.delay")
@@ -60,18 +65,15 @@ const (
 	// A72's attributes of an attempt span.
 	PreviousAttemptsKey = attribute.Key("previous-rpc-attempts")
 	TransparentRetryKey = attribute.Key("transparent-retry")
-	// EventTransparentRetry, on an attempt span: the transport retried
-	// the attempt on its own (gRPC only).
-	EventTransparentRetry = "transparent retry"
 )
 
 // System names what a Tracer traces: the RPC system, or HTTP.
 type System int
 
 const (
-	SystemGRPC System = iota
-	SystemConnect
-	SystemHTTP
+	SystemGRPC    System = iota // rpc.system.name grpc
+	SystemConnect               // rpc.system.name connectrpc
+	SystemHTTP                  // the HTTP conventions
 )
 
 // Tracer starts the spans of calls. A nil *Tracer starts none and costs
@@ -169,8 +171,9 @@ func appendServer(attrs []attribute.KeyValue, hostport string) []attribute.KeyVa
 type Outcome struct {
 	// Err is the error, nil for success.
 	Err error
-	// Code is rpc.response.status_code for RPCs ("OK", "UNAVAILABLE"),
-	// empty for HTTP or when unknown.
+	// Code is rpc.response.status_code for RPCs (gRPC's "OK",
+	// "UNAVAILABLE"; connect's "unavailable"), empty for HTTP, for a
+	// connect success, or when unknown.
 	Code string
 	// HTTPStatus is http.response.status_code, 0 when none was received.
 	HTTPStatus int
