@@ -2,8 +2,10 @@ package httpretry_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -151,5 +153,36 @@ func TestTraceHTTPHedge(t *testing.T) {
 	want := []string{"hedge sent rebound.attempt=2", "hedge cancelled rebound.attempt=1"}
 	if got := observetest.Events(calls[0]); !slices.Equal(got, want) {
 		t.Errorf("events:\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestTraceHTTPBodyNotReplayable(t *testing.T) {
+	srv := newServer(t, script(503))
+	tp, exp := observetest.Tracing(t)
+	client, _ := newClient(t, httpretry.WithMaxBufferedBody(0), httpretry.WithTracerProvider(tp))
+	// Without GetBody and with no buffering, the body can be sent once.
+	req, _ := http.NewRequest(http.MethodPut, srv.URL, io.NopCloser(strings.NewReader("once")))
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if srv.attempts() != 1 {
+		t.Fatalf("%d attempts reached the server, want 1", srv.attempts())
+	}
+	spans := observetest.Spans(exp.GetSpans())
+	calls := spans.Named("PUT")
+	if len(calls) != 1 {
+		t.Fatalf("%d call spans", len(calls))
+	}
+	as := spans.ChildrenOf(calls[0])
+	if len(as) != 1 || as[0].Name != "Attempt.PUT" {
+		t.Fatalf("attempt spans %+v", as)
+	}
+	observetest.CheckEnd(t, as[0], "http.response.status_code", "503", true)
+	observetest.CheckEnd(t, calls[0], "http.response.status_code", "503", true)
+	want := []string{"committed rebound.attempt=1 rebound.why=request body cannot be replayed"}
+	if got := observetest.Events(calls[0]); !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
 	}
 }
