@@ -89,7 +89,7 @@ func tree(t *testing.T, exp *tracetest.InMemoryExporter, root trace.Span, s *ser
 			t.Errorf("attempt span %q", a.Name)
 		}
 		if v, _ := observetest.Attr(a, "previous-rpc-attempts"); v.AsInt64() != int64(i) {
-			t.Errorf("attempt %d: previous-rpc-attempts %v", i+1, v.Emit())
+			t.Errorf("attempt %d: previous-rpc-attempts %v", i+1, v.String())
 		}
 		if i < len(seen) && parentOf(seen[i].header) != a.SpanContext.SpanID() {
 			t.Errorf("server's parent for attempt %d: %v, want the attempt's span %v", i+1, parentOf(seen[i].header), a.SpanContext.SpanID())

@@ -156,10 +156,10 @@ func TestTraceRetriedUnary(t *testing.T) {
 	observetest.CheckAttempt(t, as[2], 2, "OK", false)
 	observetest.CheckEnd(t, call, "rpc.response.status_code", "OK", false)
 	if v, _ := observetest.Attr(call, "rebound.attempts"); v.AsInt64() != 3 {
-		t.Errorf("rebound.attempts %v", v.Emit())
+		t.Errorf("rebound.attempts %v", v.String())
 	}
 	if v, _ := observetest.Attr(call, "rpc.method"); v.AsString() != "grpc.testing.TestService/UnaryCall" {
-		t.Errorf("rpc.method %v", v.Emit())
+		t.Errorf("rpc.method %v", v.String())
 	}
 	checkEvents(t, call,
 		"backoff started rebound.attempt=1 rebound.delay=0.05",

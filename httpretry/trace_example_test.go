@@ -45,7 +45,7 @@ func ExampleWithTracerProvider() {
 		code := ""
 		for _, kv := range s.Attributes {
 			if kv.Key == "http.response.status_code" {
-				code = kv.Value.Emit()
+				code = kv.Value.String()
 			}
 		}
 		fmt.Println(s.Name, code)

@@ -82,7 +82,7 @@ func TestTraceHTTPRetry(t *testing.T) {
 		}
 		v, ok := observetest.Attr(a, "http.request.resend_count")
 		if i == 0 && ok || i > 0 && v.AsInt64() != int64(i) {
-			t.Errorf("attempt %d: http.request.resend_count %v (set %v)", i+1, v.Emit(), ok)
+			t.Errorf("attempt %d: http.request.resend_count %v (set %v)", i+1, v.String(), ok)
 		}
 		if parents[i] != a.SpanContext.SpanID() {
 			t.Errorf("server's parent for attempt %d: %v, want the attempt's span %v", i+1, parents[i], a.SpanContext.SpanID())

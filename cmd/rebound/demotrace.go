@@ -158,7 +158,7 @@ func printTrees(w io.Writer, spans tracetest.SpanStubs) {
 				case "rebound.delay", "rebound.pushback": // seconds
 					fmt.Fprintf(&b, " %v", roundDuration(time.Duration(kv.Value.AsFloat64()*float64(time.Second))))
 				default:
-					fmt.Fprintf(&b, " %s=%s", kv.Key, kv.Value.Emit())
+					fmt.Fprintf(&b, " %s=%s", kv.Key, kv.Value.String())
 				}
 			}
 			if v := attr(e.Attributes, "rebound.attempt"); v != "" {
@@ -188,7 +188,7 @@ func statusText(s tracetest.SpanStub) string {
 func attr(kvs []attribute.KeyValue, key string) string {
 	for _, kv := range kvs {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

@@ -67,8 +67,8 @@ func TestTraceHTTPOutcome(t *testing.T) {
 	want := map[string]string{"http.request.method": "GET", "server.address": "example.test", "server.port": "8080",
 		"url.full": "http://user:xxxxx@example.test:8080/x", "rebound.attempts": "1"}
 	for k, v := range want {
-		if got, _ := observetest.Attr(c, k); got.Emit() != v {
-			t.Errorf("%s = %q, want %q", k, got.Emit(), v)
+		if got, _ := observetest.Attr(c, k); got.String() != v {
+			t.Errorf("%s = %q, want %q", k, got.String(), v)
 		}
 	}
 	if _, ok := observetest.Attr(a, "http.request.resend_count"); ok {

@@ -81,7 +81,7 @@ func Events(sp tracetest.SpanStub) []string {
 		var b strings.Builder
 		b.WriteString(e.Name)
 		for _, kv := range e.Attributes {
-			fmt.Fprintf(&b, " %s=%s", kv.Key, kv.Value.Emit())
+			fmt.Fprintf(&b, " %s=%s", kv.Key, kv.Value.String())
 		}
 		out = append(out, b.String())
 	}
@@ -99,10 +99,10 @@ func IsChild(sp, p tracetest.SpanStub) bool {
 func CheckAttempt(t testing.TB, sp tracetest.SpanStub, previous int, code string, failed bool) {
 	t.Helper()
 	if v, ok := Attr(sp, "previous-rpc-attempts"); !ok || v.AsInt64() != int64(previous) {
-		t.Errorf("%s: previous-rpc-attempts %v, want %d", sp.Name, v.Emit(), previous)
+		t.Errorf("%s: previous-rpc-attempts %v, want %d", sp.Name, v.String(), previous)
 	}
 	if v, ok := Attr(sp, "transparent-retry"); !ok || v.AsBool() {
-		t.Errorf("%s: transparent-retry %v (set %v), want false", sp.Name, v.Emit(), ok)
+		t.Errorf("%s: transparent-retry %v (set %v), want false", sp.Name, v.String(), ok)
 	}
 	CheckEnd(t, sp, "rpc.response.status_code", code, failed)
 }
@@ -111,8 +111,8 @@ func CheckAttempt(t testing.TB, sp tracetest.SpanStub, previous int, code string
 // iff failed.
 func CheckEnd(t testing.TB, sp tracetest.SpanStub, key, want string, failed bool) {
 	t.Helper()
-	if v, ok := Attr(sp, key); !ok || v.Emit() != want {
-		t.Errorf("%s (previous %s): %s %q, want %q", sp.Name, attrText(sp, "previous-rpc-attempts"), key, v.Emit(), want)
+	if v, ok := Attr(sp, key); !ok || v.String() != want {
+		t.Errorf("%s (previous %s): %s %q, want %q", sp.Name, attrText(sp, "previous-rpc-attempts"), key, v.String(), want)
 	}
 	if got := sp.Status.Code.String() == "Error"; got != failed {
 		t.Errorf("%s (previous %s): status %v, want failed %v", sp.Name, attrText(sp, "previous-rpc-attempts"), sp.Status, failed)
@@ -124,5 +124,5 @@ func CheckEnd(t testing.TB, sp tracetest.SpanStub, key, want string, failed bool
 
 func attrText(sp tracetest.SpanStub, key string) string {
 	v, _ := Attr(sp, key)
-	return v.Emit()
+	return v.String()
 }
