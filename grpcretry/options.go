@@ -199,10 +199,12 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // buffer overflow) and "retrying stopped" (rebound.reason).
 //
 // The context of each attempt carries its span, so what runs inside the
-// attempt hangs under it: the spans of an otelgrpc stats handler, and the
-// trace context that handler's propagator sends to the server. rebound
-// sends no trace context itself: install otelgrpc.NewClientHandler (or an
-// interceptor of your own, after rebound's) for that. Without this option
+// attempt hangs under it: the spans of an otelgrpc stats handler, or of
+// grpc-go's own OpenTelemetry tracing (stats/opentelemetry, whose call span
+// then sits in each attempt), and the trace context their propagator sends
+// to the server. rebound sends no trace context itself: install
+// otelgrpc.NewClientHandler, grpc-go's opentelemetry.DialOption or an
+// interceptor of your own after rebound's for that. Without this option
 // nothing is traced, and calls cost nothing more.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(o *options) { o.SetTracerProvider(tp) })

@@ -14,8 +14,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	experimental "google.golang.org/grpc/experimental/opentelemetry"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats/opentelemetry"
 	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound/grpcretry"
@@ -376,6 +378,63 @@ func TestTraceHedgedStream(t *testing.T) {
 	for i, a := range as {
 		if got := ps.of(i); got != a.SpanContext.SpanID() {
 			t.Errorf("server's parent for attempt %d: %v, want the attempt's span %v", i+1, got, a.SpanContext.SpanID())
+		}
+	}
+}
+
+// grpc-go's own OpenTelemetry tracing, installed beside rebound, runs
+// inside each of rebound's attempts: its call span hangs under rebound's
+// attempt span, and the server's span, which its propagator links to the
+// client's, under that.
+func TestTraceUnderGRPCGoTracing(t *testing.T) {
+	tp, exp := observetest.Tracing(t)
+	grpcOTel := opentelemetry.Options{TraceOptions: experimental.TraceOptions{TracerProvider: tp, TextMapPropagator: propagation.TraceContext{}}}
+	srv := grpctest.Start(t, failFirst(1, codes.Unavailable), opentelemetry.ServerOption(grpcOTel))
+	c, err := grpcretry.New(retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithClock(clocktest.NewAuto()),
+		grpcretry.WithRandom(clocktest.NewRand(0.5)), grpcretry.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := testpb.NewTestServiceClient(srv.Dial(t, append(c.DialOptions(), opentelemetry.DialOption(grpcOTel))...))
+	ctx, root := tp.Tracer("test").Start(context.Background(), "test")
+	if _, err := tc.UnaryCall(ctx, grpctest.Request("x")); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+
+	const name = "grpc.testing.TestService.UnaryCall"
+	spans := observetest.Spans(exp.GetSpans())
+	ours := func(s observetest.Spans) observetest.Spans {
+		var out observetest.Spans
+		for _, sp := range s {
+			if sp.InstrumentationScope.Name == "github.com/rebound-go/rebound/grpcretry" {
+				out = append(out, sp)
+			}
+		}
+		return out
+	}
+	calls := ours(spans.Named("Sent." + name))
+	if len(calls) != 1 {
+		t.Fatalf("%d rebound call spans", len(calls))
+	}
+	attempts := ours(spans.ChildrenOf(calls[0])).ByAttempt()
+	if len(attempts) != 2 {
+		t.Fatalf("%d rebound attempt spans, want 2", len(attempts))
+	}
+	for i, a := range attempts {
+		// rebound's attempt → grpc-go's call → grpc-go's attempt → the
+		// server's span.
+		inner := spans.ChildrenOf(a)
+		if len(inner) != 1 || inner[0].Name != "Sent."+name || inner[0].InstrumentationScope.Name == a.InstrumentationScope.Name {
+			t.Fatalf("attempt %d: children %d, want grpc-go's call span", i+1, len(inner))
+		}
+		grpcAttempts := spans.ChildrenOf(inner[0])
+		if len(grpcAttempts) != 1 || grpcAttempts[0].Name != "Attempt."+name {
+			t.Fatalf("attempt %d: grpc-go's call span has %d children, want its attempt", i+1, len(grpcAttempts))
+		}
+		server := spans.ChildrenOf(grpcAttempts[0])
+		if len(server) != 1 || server[0].Name != "Recv."+name {
+			t.Fatalf("attempt %d: grpc-go's attempt has %d children, want the server's span", i+1, len(server))
 		}
 	}
 }
