@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -67,8 +68,16 @@ var errNilHedger = errors.New("rebound: nil Hedger")
 // hedgeState is what the attempts of one [Hedge] call share with it, for
 // [Commit].
 type hedgeState struct {
-	committed atomic.Int32  // the attempt the call is committed to, 0 while none
-	commitC   chan struct{} // a commit is waiting for the loop; buffered
+	committed atomic.Int32 // the attempt the call is committed to, 0 while none
+	mu        sync.Mutex   // guards what follows
+	// commitC tells the hedging machinery of a commit; buffered. nil
+	// until the machinery starts (see listen).
+	commitC chan struct{}
+	// start starts the machinery when the hedging delay fires; nil when
+	// it starts at once or there is none. A commit before then stops it
+	// (startStopped), as no hedge will follow.
+	start        interface{ Stop() bool }
+	startStopped bool
 }
 
 // attemptContext is the context of one hedged attempt: cancelled on its
@@ -102,7 +111,15 @@ func Commit(ctx context.Context) bool {
 		return false
 	}
 	if a.st.committed.CompareAndSwap(0, int32(a.n)) {
-		a.st.commitC <- struct{}{} // buffered for the one commit
+		a.st.mu.Lock()
+		c := a.st.commitC
+		if c == nil && a.st.start != nil && !a.st.startStopped && a.st.start.Stop() {
+			a.st.startStopped = true // no hedge is due any more
+		}
+		a.st.mu.Unlock()
+		if c != nil {
+			c <- struct{}{} // buffered for the one commit
+		}
 		return true
 	}
 	return a.st.committed.Load() == int32(a.n)
@@ -139,207 +156,4 @@ func Commit(ctx context.Context) bool {
 // Hedge outlives the call.
 func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, attempt int) (T, error)) (T, error) {
 	return hedge(ctx, &Call[T]{}, h, op)
-}
-
-func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx context.Context, attempt int) (T, error)) (T, error) {
-	var zero T
-	if h == nil {
-		return zero, errNilHedger
-	}
-	if op == nil {
-		return zero, errNilOp
-	}
-	parent := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cb, _ := h.s.budget.(CallBudget)
-	if cb != nil {
-		cb.StartCall()
-		defer cb.EndCall()
-	}
-	// ended tells cb that hedge n, which Allow paid for, has ended.
-	ended := func(n int) {
-		if cb != nil && n > 1 {
-			cb.EndRetry()
-		}
-	}
-
-	maxAttempts := h.s.maxAttempts
-	results := make(chan hedgeResult[T], maxAttempts)
-	st := &hedgeState{commitC: make(chan struct{}, 1)}
-	cancels := make([]context.CancelFunc, 0, maxAttempts) // attempt n's is cancels[n-1]
-	sent, running := 0, 0
-	launch := func() {
-		sent++
-		running++
-		if sent > 1 && c.OnHedge != nil {
-			c.OnHedge(sent)
-		}
-		actx, acancel := context.WithCancel(ctx)
-		cancels = append(cancels, acancel)
-		go func(a *attemptContext) {
-			v, err := op(a, a.n)
-			results <- hedgeResult[T]{a.n, v, err}
-		}(&attemptContext{Context: actx, st: st, n: sent})
-	}
-	// finish cancels the attempts still running and waits for them.
-	finish := func() {
-		cancel()
-		for ; running > 0; running-- {
-			ended((<-results).n)
-		}
-		for _, c := range cancels {
-			c()
-		}
-	}
-
-	var (
-		timer   Timer
-		timerC  <-chan time.Time
-		due     time.Time // when timer fires
-		stopped bool      // no further hedges: pushback said stop, the budget refused or the call committed
-		classes *[]classCount
-		reason  error = ErrAttemptsExhausted
-		last    error
-	)
-	disarm := func() {
-		if timer != nil {
-			timer.Stop()
-			timer, timerC = nil, nil
-		}
-	}
-	defer disarm()
-	// hedge sends the next hedge if the budget allows, then schedules the
-	// one after it; with a zero delay that means sending them all now.
-	var arm func(d time.Duration)
-	hedge := func() {
-		if h.s.budget != nil && !h.s.budget.Allow(false) {
-			stopped, reason = true, ErrThrottled
-			if c.OnThrottled != nil {
-				c.OnThrottled(sent + 1)
-			}
-			return
-		}
-		launch()
-		if sent < maxAttempts {
-			arm(h.delay())
-		}
-	}
-	arm = func(d time.Duration) {
-		disarm()
-		if stopped || sent >= maxAttempts {
-			return
-		}
-		if d <= 0 {
-			hedge()
-			return
-		}
-		due = h.s.clock.Now().Add(d)
-		timer = h.s.clock.NewTimer(d)
-		timerC = timer.C()
-	}
-
-	launch()
-	if sent < maxAttempts {
-		arm(h.delay())
-	}
-	commitC := (<-chan struct{})(st.commitC)
-	for {
-		select {
-		case <-timerC:
-			timer, timerC = nil, nil
-			hedge()
-		case <-commitC:
-			// No hedge follows the committed attempt, and the others
-			// are of no use: cancel them now.
-			commitC = nil
-			disarm()
-			stopped, reason = true, ErrCommitted
-			w := int(st.committed.Load())
-			for i, c := range cancels {
-				if i+1 != w {
-					c()
-				}
-			}
-		case <-parent.Done():
-			finish()
-			return zero, c.gaveUp(last, context.Cause(parent), sent)
-		case r := <-results:
-			running--
-			ended(r.n)
-			if w := int(st.committed.Load()); w != 0 && w != r.n {
-				continue // cancelled, or about to be: the call is w's
-			}
-			committed := st.committed.Load() != 0
-			if r.err == nil {
-				// A hedge (attempt 2 on) was paid for by Allow.
-				recordSuccess(h.s.budget, &token{paid: r.n > 1})
-				finish()
-				return r.v, nil
-			}
-			last = r.err
-			if parent.Err() != nil {
-				finish()
-				return zero, c.gaveUp(last, context.Cause(parent), sent)
-			}
-			if errors.Is(r.err, ErrRejectedLocally) {
-				// The adaptive throttle kept this hedge home: send no
-				// more, and let those sent finish.
-				disarm()
-				stopped, reason = true, ErrThrottled
-				if running == 0 {
-					return zero, c.gaveUp(last, reason, sent)
-				}
-				continue
-			}
-			info := h.s.classify(r.err)
-			// A6 counts a non-fatal failure or a pushback "stop" against
-			// the throttle, whatever happens to the call next.
-			if (info.Safety == SafetyYes || info.ServerStop) && h.s.budget != nil && !info.Local {
-				h.s.budget.RecordFailure()
-			}
-			var classDone bool
-			classes, classDone = classLimited(classes, info)
-			if info.Safety != SafetyYes {
-				// A fatal status cancels everything, pushback or not.
-				finish()
-				reason := ErrNotRetryable
-				if info.ServerStop {
-					reason = ErrPushback
-				}
-				return zero, c.gaveUp(last, reason, sent)
-			}
-			if info.Committed || committed {
-				// This attempt's response had started: it is the answer.
-				finish()
-				return zero, c.gaveUp(last, ErrCommitted, sent)
-			}
-			switch {
-			case info.ServerStop:
-				disarm()
-				stopped, reason = true, ErrPushback
-			case info.Stop != nil:
-				disarm()
-				stopped, reason = true, info.Stop
-			case classDone:
-				disarm()
-				stopped, reason = true, ErrAttemptsExhausted
-			case info.HasRetryAfter:
-				arm(info.RetryAfter)
-			default:
-				// At once, unless the server asked for a pause.
-				arm(info.MinDelay)
-			}
-		}
-		if running == 0 {
-			if timerC == nil {
-				return zero, c.gaveUp(last, reason, sent)
-			}
-			// Only a pushback-delayed hedge is left; do not wait for it
-			// past the deadline.
-			if dl, ok := parent.Deadline(); ok && !due.Before(dl) {
-				return zero, c.gaveUp(last, ErrDeadline, sent)
-			}
-		}
-	}
 }

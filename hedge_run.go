@@ -1,0 +1,400 @@
+package rebound
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// hedge runs op as hedged attempts (see [Hedge]).
+//
+// Most hedged calls never hedge: the first attempt answers before the
+// delay. So the first attempt runs on the caller's goroutine, and the
+// machinery that sends hedges and gathers results (a goroutine, a results
+// channel, the hedge timer) starts only when the delay fires, or at once
+// for a zero delay. Until then the call costs a context for the attempt, a
+// stopped timer and the call's state.
+func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx context.Context, attempt int) (T, error)) (T, error) {
+	var zero T
+	if h == nil {
+		return zero, errNilHedger
+	}
+	if op == nil {
+		return zero, errNilOp
+	}
+	cb, _ := h.s.budget.(CallBudget)
+	if cb != nil {
+		cb.StartCall()
+		defer cb.EndCall()
+	}
+	r := &hedgeRun[T]{parent: ctx, c: c, h: h, op: op, cb: cb, reason: ErrAttemptsExhausted}
+	actx, cancel := context.WithCancel(ctx)
+	r.cancels = append(r.cancelBuf[:0], cancel)
+	r.first = attemptContext{Context: actx, st: &r.st, n: 1}
+	r.sent, r.running = 1, 1
+	defer r.cancelAll()
+	if h.s.maxAttempts > 1 {
+		r.startLater(h.delay())
+	}
+
+	v, err := op(&r.first, 1)
+
+	if !r.stopMachine() {
+		// The machinery runs the call: hand it this attempt's result and
+		// wait for its verdict.
+		r.resultsChan() <- hedgeResult[T]{1, v, err}
+		<-r.done
+		if r.gone != nil {
+			<-r.gone
+		}
+		return r.v, r.err
+	}
+	r.running = 0
+	if err == nil {
+		recordSuccess(h.s.budget, &token{})
+		return v, nil
+	}
+	// The first attempt failed before any hedge: go on here.
+	r.resultsChan()
+	r.st.listen()
+	if r.handle(hedgeResult[T]{1, v, err}) {
+		return r.v, r.err
+	}
+	r.loop()
+	return r.v, r.err
+}
+
+// hedgeRun is the state of one [Hedge] call. The caller's goroutine owns it
+// until the machinery starts; from then on the machinery's goroutine does,
+// and the caller only hands it the first attempt's result.
+type hedgeRun[T any] struct {
+	st     hedgeState
+	parent context.Context
+	c      *Call[T]
+	h      *Hedger
+	op     func(ctx context.Context, attempt int) (T, error)
+	cb     CallBudget
+	first  attemptContext // attempt 1's
+
+	cancels   []context.CancelFunc // attempt n's is cancels[n-1]
+	cancelBuf [3]context.CancelFunc
+
+	// The lazily started machinery (its start timer is st.start).
+	quit chan struct{} // stops the goroutine that waits on a clock's timer
+	gone chan struct{} // that goroutine has returned
+	done chan struct{} // closed when the machinery has the verdict in v, err
+	mu   sync.Mutex    // guards results
+	res  chan hedgeResult[T]
+
+	sent, running int
+	timer         Timer
+	timerC        <-chan time.Time
+	due           time.Time // when timer fires
+	stopped       bool      // no further hedges: pushback said stop, the budget refused or the call committed
+	classes       *[]classCount
+	reason        error
+	last          error
+
+	v   T
+	err error
+}
+
+// startLater starts the machinery after d: at once for d <= 0.
+func (r *hedgeRun[T]) startLater(d time.Duration) {
+	r.done = make(chan struct{})
+	if d <= 0 {
+		go r.machine()
+		return
+	}
+	if _, ok := r.h.s.clock.(realClock); ok {
+		r.st.start = time.AfterFunc(d, r.machine)
+		return
+	}
+	// Another clock (a fake one, in tests) has no AfterFunc: a goroutine
+	// waits on its timer.
+	t := r.h.s.clock.NewTimer(d)
+	r.st.start = t
+	r.quit, r.gone = make(chan struct{}), make(chan struct{})
+	go func(c <-chan time.Time) {
+		defer close(r.gone)
+		select {
+		case <-c:
+			r.machine()
+		case <-r.quit:
+		}
+	}(t.C())
+}
+
+// stopMachine keeps the machinery from starting, and reports whether it
+// did: false when the delay has fired, and the machinery runs the call.
+func (r *hedgeRun[T]) stopMachine() bool {
+	if r.done == nil { // a single attempt: no machinery
+		return true
+	}
+	if !r.st.stopStart() {
+		return false
+	}
+	if r.quit != nil {
+		close(r.quit)
+		<-r.gone
+	}
+	return true
+}
+
+// resultsChan returns the channel the attempts send their results on,
+// made on first use: by the machinery, or by the caller should the first
+// attempt fail before it starts.
+func (r *hedgeRun[T]) resultsChan() chan hedgeResult[T] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.res == nil {
+		r.res = make(chan hedgeResult[T], r.h.s.maxAttempts)
+	}
+	return r.res
+}
+
+// machine is the hedging machinery, started when the delay first fires:
+// it sends the hedge that is due and runs the call to its verdict.
+func (r *hedgeRun[T]) machine() {
+	defer close(r.done)
+	r.resultsChan()
+	if r.st.listen() != 0 {
+		// The first attempt's response has started: no hedge follows.
+		r.stopped, r.reason = true, ErrCommitted
+	} else {
+		r.hedge()
+	}
+	r.loop()
+}
+
+// cancelAll cancels every attempt's context.
+func (r *hedgeRun[T]) cancelAll() {
+	for _, c := range r.cancels {
+		c()
+	}
+}
+
+// ended tells the call budget that hedge n, which Allow paid for, has
+// ended.
+func (r *hedgeRun[T]) ended(n int) {
+	if r.cb != nil && n > 1 {
+		r.cb.EndRetry()
+	}
+}
+
+// launch sends the next attempt on a goroutine of its own.
+func (r *hedgeRun[T]) launch() {
+	r.sent++
+	r.running++
+	if r.sent > 1 && r.c.OnHedge != nil {
+		r.c.OnHedge(r.sent)
+	}
+	actx, acancel := context.WithCancel(r.parent)
+	r.cancels = append(r.cancels, acancel)
+	go func(a *attemptContext) {
+		v, err := r.op(a, a.n)
+		r.res <- hedgeResult[T]{a.n, v, err}
+	}(&attemptContext{Context: actx, st: &r.st, n: r.sent})
+}
+
+// finish cancels the attempts still running and waits for them.
+func (r *hedgeRun[T]) finish() {
+	r.cancelAll()
+	for ; r.running > 0; r.running-- {
+		r.ended((<-r.res).n)
+	}
+}
+
+func (r *hedgeRun[T]) disarm() {
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer, r.timerC = nil, nil
+	}
+}
+
+// hedge sends the next hedge if the budget allows, then schedules the one
+// after it; with a zero delay that means sending them all now.
+func (r *hedgeRun[T]) hedge() {
+	if b := r.h.s.budget; b != nil && !b.Allow(false) {
+		r.stopped, r.reason = true, ErrThrottled
+		if r.c.OnThrottled != nil {
+			r.c.OnThrottled(r.sent + 1)
+		}
+		return
+	}
+	r.launch()
+	if r.sent < r.h.s.maxAttempts {
+		r.arm(r.h.delay())
+	}
+}
+
+func (r *hedgeRun[T]) arm(d time.Duration) {
+	r.disarm()
+	if r.stopped || r.sent >= r.h.s.maxAttempts {
+		return
+	}
+	if d <= 0 {
+		r.hedge()
+		return
+	}
+	r.due = r.h.s.clock.Now().Add(d)
+	r.timer = r.h.s.clock.NewTimer(d)
+	r.timerC = r.timer.C()
+}
+
+// end records the call's verdict.
+func (r *hedgeRun[T]) end(v T, err error) {
+	r.disarm()
+	r.v, r.err = v, err
+}
+
+// gaveUp ends the call with every attempt failed or abandoned.
+func (r *hedgeRun[T]) gaveUp(reason error) {
+	var zero T
+	r.end(zero, r.c.gaveUp(r.last, reason, r.sent))
+}
+
+// loop runs the call to its verdict.
+func (r *hedgeRun[T]) loop() {
+	commitC := (<-chan struct{})(r.st.commitC)
+	for {
+		if r.running == 0 {
+			if r.timerC == nil {
+				r.gaveUp(r.reason)
+				return
+			}
+			// Only a pushback-delayed hedge is left; do not wait for it
+			// past the deadline.
+			if dl, ok := r.parent.Deadline(); ok && !r.due.Before(dl) {
+				r.gaveUp(ErrDeadline)
+				return
+			}
+		}
+		select {
+		case <-r.timerC:
+			r.timer, r.timerC = nil, nil
+			r.hedge()
+		case <-commitC:
+			// No hedge follows the committed attempt, and the others
+			// are of no use: cancel them now.
+			commitC = nil
+			r.disarm()
+			r.stopped, r.reason = true, ErrCommitted
+			w := int(r.st.committed.Load())
+			for i, c := range r.cancels {
+				if i+1 != w {
+					c()
+				}
+			}
+		case <-r.parent.Done():
+			r.finish()
+			r.gaveUp(context.Cause(r.parent))
+			return
+		case res := <-r.res:
+			r.running--
+			r.ended(res.n)
+			if r.handle(res) {
+				return
+			}
+		}
+	}
+}
+
+// handle takes one attempt's result, and reports whether the call is over.
+func (r *hedgeRun[T]) handle(res hedgeResult[T]) bool {
+	if w := int(r.st.committed.Load()); w != 0 && w != res.n {
+		return false // cancelled, or about to be: the call is w's
+	}
+	committed := r.st.committed.Load() != 0
+	b := r.h.s.budget
+	if res.err == nil {
+		// A hedge (attempt 2 on) was paid for by Allow.
+		recordSuccess(b, &token{paid: res.n > 1})
+		r.finish()
+		r.end(res.v, nil)
+		return true
+	}
+	r.last = res.err
+	if r.parent.Err() != nil {
+		r.finish()
+		r.gaveUp(context.Cause(r.parent))
+		return true
+	}
+	if errors.Is(res.err, ErrRejectedLocally) {
+		// The adaptive throttle kept this hedge home: send no more, and
+		// let those sent finish.
+		r.disarm()
+		r.stopped, r.reason = true, ErrThrottled
+		if r.running == 0 {
+			r.gaveUp(r.reason)
+			return true
+		}
+		return false
+	}
+	info := r.h.s.classify(res.err)
+	// A6 counts a non-fatal failure or a pushback "stop" against the
+	// throttle, whatever happens to the call next.
+	if (info.Safety == SafetyYes || info.ServerStop) && b != nil && !info.Local {
+		b.RecordFailure()
+	}
+	var classDone bool
+	r.classes, classDone = classLimited(r.classes, info)
+	if info.Safety != SafetyYes {
+		// A fatal status cancels everything, pushback or not.
+		r.finish()
+		reason := ErrNotRetryable
+		if info.ServerStop {
+			reason = ErrPushback
+		}
+		r.gaveUp(reason)
+		return true
+	}
+	if info.Committed || committed {
+		// This attempt's response had started: it is the answer.
+		r.finish()
+		r.gaveUp(ErrCommitted)
+		return true
+	}
+	switch {
+	case info.ServerStop:
+		r.disarm()
+		r.stopped, r.reason = true, ErrPushback
+	case info.Stop != nil:
+		r.disarm()
+		r.stopped, r.reason = true, info.Stop
+	case classDone:
+		r.disarm()
+		r.stopped, r.reason = true, ErrAttemptsExhausted
+	case info.HasRetryAfter:
+		r.arm(info.RetryAfter)
+	default:
+		// At once, unless the server asked for a pause.
+		r.arm(info.MinDelay)
+	}
+	return false
+}
+
+// listen readies commitC for the machinery, and returns the attempt the
+// call is committed to so far, 0 for none: a [Commit] before listen sent
+// nothing.
+func (s *hedgeState) listen() int32 {
+	s.mu.Lock()
+	if s.commitC == nil {
+		s.commitC = make(chan struct{}, 1)
+	}
+	s.mu.Unlock()
+	return s.committed.Load()
+}
+
+// stopStart keeps the machinery from starting, and reports whether it
+// did: false when there is none to stop (it started at once) or the
+// delay has fired.
+func (s *hedgeState) stopStart() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.startStopped && s.start != nil && s.start.Stop() {
+		s.startStopped = true
+	}
+	return s.startStopped
+}
