@@ -19,6 +19,8 @@ var fleetHeader = map[sim.Policy]string{
 	sim.Adaptive:     "adaptive throttle per client",
 	sim.Shed:         "server shedding + pushback",
 	sim.ShedAdaptive: "shedding + adaptive throttle",
+	sim.Ratio:        "ratio budget per client",
+	sim.Concurrency:  "concurrency budget per client",
 }
 
 // runFleet runs the fleet-scale rows from c and prints them as a Markdown
@@ -64,7 +66,10 @@ func printFleet(w io.Writer, reports []*sim.Report) {
 
 const fleetLegend = `
 Per-client budgets (A6 throttle, token bucket) learn only from their own failures: 10,000 clients
-at 0.1 req/s each see too few to react, and the load multiplies as if they had none. The server
+at 0.1 req/s each see too few to react, and the load multiplies as if they had none. The budgets of
+service meshes fare no better there: their floors (10 retries a second for the ratio budget, 3 in
+flight for the concurrency budget) are more than a thin client ever asks for, and with 50 busy
+clients the ratio budget's floor still adds half the load. The server
 sees every client: shedding refuses what it cannot serve at once, and once more than a tenth of
 its recent requests were refused it answers "don't retry", so the fleet adds at most 1.1x
 whatever its size. In a full outage the shedder still answers (its process is up, its capacity

@@ -214,7 +214,7 @@ func printSimReport(w io.Writer, r *sim.Report) {
 	writeTable(w, failed)
 	fmt.Fprintln(w, "\npolicies:")
 	for _, res := range r.Results {
-		fmt.Fprintf(w, "  %-13s %s\n", res.Policy, res.Policy.Describe(r.Config))
+		fmt.Fprintf(w, "  %-18s %s\n", res.Policy, res.Policy.Describe(r.Config))
 	}
 	fmt.Fprintln(w, wrap(simLegend, 100))
 	fmt.Fprintf(w, "\n%s\n", wrap(strings.Join(simConclusion(r), " "), 100))

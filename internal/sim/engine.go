@@ -143,8 +143,9 @@ type engine struct {
 	queue     eventQueue
 	seq       uint64
 	clients   []rebound.Strategy
-	workers   int // serving when healthy
-	degraded  int // serving during the outage
+	calls     []rebound.CallBudget // by client, budgets that count requests; nil unless Ratio or Concurrency
+	workers   int                  // serving when healthy
+	degraded  int                  // serving during the outage
 	busy      int
 	outageEnd time.Duration
 	interval  time.Duration
@@ -181,12 +182,21 @@ func newEngine(c Config, p Policy, arr []arrival, interval time.Duration, maxEve
 	jitter := rand.New(rand.NewPCG(c.Seed, streamJitter))
 	opts := []rebound.Option{rebound.WithClock(virtualClock{e}), rebound.WithRandom(jitter)}
 	e.clients = make([]rebound.Strategy, c.Clients)
+	c.Ratio.Clock = virtualClock{e} // a ratio budget's window moves on virtual time
 	for i := range e.clients {
 		s, err := strategy(c, p, opts)
 		if err != nil {
 			return nil, fmt.Errorf("sim: %v: %w", p, err)
 		}
 		e.clients[i] = s
+		if b, ok := s.(interface{ Budget() rebound.Budget }); ok {
+			if cb, ok := b.Budget().(rebound.CallBudget); ok {
+				if e.calls == nil {
+					e.calls = make([]rebound.CallBudget, c.Clients)
+				}
+				e.calls[i] = cb
+			}
+		}
 	}
 	return e, nil
 }
@@ -213,6 +223,18 @@ func strategy(c Config, p Policy, opts []rebound.Option) (rebound.Strategy, erro
 		}
 		return rebound.NewStandard(append(opts, rebound.WithMaxAttempts(c.MaxAttempts),
 			rebound.WithBackoff(c.Backoff), rebound.WithBudget(b))...)
+	case Ratio:
+		b, err := rebound.NewRatioBudget(c.Ratio)
+		if err != nil {
+			return nil, err
+		}
+		return rebound.NewRetrier(rp, append(opts, rebound.WithBudget(b))...)
+	case Concurrency:
+		b, err := rebound.NewConcurrencyBudget(c.Concurrency)
+		if err != nil {
+			return nil, err
+		}
+		return rebound.NewRetrier(rp, append(opts, rebound.WithBudget(b))...)
 	}
 	return nil, fmt.Errorf("unknown policy %d", int(p))
 }
@@ -271,6 +293,9 @@ func (e *engine) arrive(r int32) error {
 	if err != nil || tok == nil {
 		return fmt.Errorf("%w: no initial token: %v", errUnexpected, err)
 	}
+	if e.calls != nil {
+		e.calls[e.arr[r].client].StartCall()
+	}
 	e.reqs[r].tok = tok
 	if d := tok.Delay(); d > 0 {
 		e.schedule(e.now+d, sendAttempt, false, r)
@@ -288,6 +313,7 @@ func (e *engine) send(r int32) {
 		// ends the request (rebound.ErrRejectedLocally).
 		e.res.RejectedLocally++
 		e.res.Throttled++
+		e.ended(r, true)
 		e.reqs[r].tok = nil
 		return
 	}
@@ -314,6 +340,7 @@ func (e *engine) send(r int32) {
 func (e *engine) answer(r int32, ok bool, pushback time.Duration) error {
 	a, req := e.arr[r], &e.reqs[r]
 	s := e.clients[a.client]
+	e.ended(r, ok)
 	if ok {
 		e.busy--
 		e.fleet.accepted(a.client, epoch.Add(e.now))
@@ -339,6 +366,9 @@ func (e *engine) answer(r int32, ok bool, pushback time.Duration) error {
 	}
 	next, err := s.RefreshToken(ctx, req.tok, refusal(pushback))
 	req.tok = next
+	if err != nil && e.calls != nil {
+		e.calls[a.client].EndCall() // the request ends with this failure
+	}
 	switch {
 	case err == nil && next != nil:
 		e.schedule(e.now+next.Delay(), sendAttempt, false, r)
@@ -354,6 +384,22 @@ func (e *engine) answer(r int32, ok bool, pushback time.Duration) error {
 		return fmt.Errorf("%w: %v", errUnexpected, err)
 	}
 	return nil
+}
+
+// ended tells the client's call budget, if any, that request r's attempt
+// has ended: a retry (every attempt after the first, which the budget
+// admitted) frees its place, and a success, or final, ends the request.
+func (e *engine) ended(r int32, final bool) {
+	if e.calls == nil {
+		return
+	}
+	cb := e.calls[e.arr[r].client]
+	if e.reqs[r].tok.Attempt() > 1 {
+		cb.EndRetry()
+	}
+	if final {
+		cb.EndCall()
+	}
 }
 
 func (e *engine) result() Result {

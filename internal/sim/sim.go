@@ -32,7 +32,9 @@
 // [rebound.Throttle]; the Smithy standard strategy with a per-client
 // [rebound.TokenBucket]; A6 retryPolicy behind a per-client
 // [rebound.AdaptiveThrottle]; the server's shedder with pushback (package
-// shed), obeyed by A6 retryPolicy; and both.
+// shed), obeyed by A6 retryPolicy; and both; and A6 retryPolicy with the
+// budgets of service meshes, a per-client [rebound.RatioBudget] (Finagle,
+// Linkerd) or [rebound.ConcurrencyBudget] (Envoy).
 //
 // With the shedder, a refused attempt carries the pushback of package
 // shed's rule (shared with it through internal/shedrule): a delay, or
@@ -130,13 +132,21 @@ type Config struct {
 	// (policies [Shed] and [ShedAdaptive]) may refuse and still invite a
 	// retry, as shed.Config.RetryShare, in [0, 1).
 	RetryShare float64
+	// Ratio configures each client's ratio budget (policy [Ratio]); its
+	// Clock is the simulation's.
+	Ratio rebound.RatioBudgetConfig
+	// Concurrency configures each client's concurrency budget (policy
+	// [Concurrency]).
+	Concurrency rebound.ConcurrencyBudgetConfig
 }
 
 // DefaultConfig is the default scenario: 50 clients at 20 requests per
 // second each (1000/s) against a server that completes 1250/s, which is
 // down for 30s of a 90s run; 5 attempts with [rebound.DefaultBackoff], a
-// 10s deadline, A6's example throttle (10 tokens, ratio 0.1) and the
-// Smithy example bucket.
+// 10s deadline, A6's example throttle (10 tokens, ratio 0.1), the
+// Smithy example bucket, and the default budgets of Finagle (retries 20%
+// of the last 10s's requests, plus 10/s) and Envoy (20% of the requests in
+// flight, at least 3).
 var DefaultConfig = Config{
 	Clients:        50,
 	Rate:           20,
@@ -153,6 +163,8 @@ var DefaultConfig = Config{
 	Throttle:       rebound.ThrottleConfig{MaxTokens: 10, TokenRatio: 0.1},
 	Bucket:         rebound.DefaultTokenBucket(),
 	RetryShare:     0.1,
+	Ratio:          rebound.DefaultRatioBudget(),
+	Concurrency:    rebound.DefaultConcurrencyBudget(),
 }
 
 // FieldError reports an invalid [Config] field.
@@ -230,6 +242,16 @@ func (c Config) Validate() error {
 		return fieldErr("Adaptive.Window", "must be in [1s, 24h] (0 for 2m), got %v", c.Adaptive.Window)
 	case !(c.RetryShare >= 0 && c.RetryShare < 1):
 		return fieldErr("RetryShare", "must be in [0, 1), got %v", c.RetryShare)
+	case !(c.Ratio.Ratio >= 0 && c.Ratio.Ratio <= 1000):
+		return fieldErr("Ratio.Ratio", "must be in [0, 1000], got %v", c.Ratio.Ratio)
+	case !(c.Ratio.MinRetriesPerSecond >= 0 && c.Ratio.MinRetriesPerSecond <= 1e9):
+		return fieldErr("Ratio.MinRetriesPerSecond", "must be in [0, 1e9], got %v", c.Ratio.MinRetriesPerSecond)
+	case c.Ratio.TTL < time.Second || c.Ratio.TTL > time.Hour:
+		return fieldErr("Ratio.TTL", "must be in [1s, 1h], got %v", c.Ratio.TTL)
+	case !(c.Concurrency.Percent >= 0 && c.Concurrency.Percent <= 100000):
+		return fieldErr("Concurrency.Percent", "must be in [0, 100000], got %v", c.Concurrency.Percent)
+	case c.Concurrency.MinConcurrency < 0 || c.Concurrency.MinConcurrency > 1e9:
+		return fieldErr("Concurrency.MinConcurrency", "must be in [0, 1e9], got %d", c.Concurrency.MinConcurrency)
 	}
 	return nil
 }
@@ -266,10 +288,16 @@ const (
 	Shed
 	// ShedAdaptive is Shed with each client's adaptive throttle too.
 	ShedAdaptive
+	// Ratio is A6's retryPolicy with each client's own
+	// [rebound.RatioBudget].
+	Ratio
+	// Concurrency is A6's retryPolicy with each client's own
+	// [rebound.ConcurrencyBudget].
+	Concurrency
 )
 
 // Policies lists every policy in the order [Run] reports them.
-var Policies = [...]Policy{NoRetries, Naive, Throttled, Bucket, Adaptive, Shed, ShedAdaptive}
+var Policies = [...]Policy{NoRetries, Naive, Throttled, Bucket, Adaptive, Shed, ShedAdaptive, Ratio, Concurrency}
 
 // String returns a short name without spaces: "no-retries", "naive",
 // "a6-throttle" or "token-bucket".
@@ -289,6 +317,10 @@ func (p Policy) String() string {
 		return "shed"
 	case ShedAdaptive:
 		return "shed+adaptive"
+	case Ratio:
+		return "ratio-budget"
+	case Concurrency:
+		return "concurrency-budget"
 	}
 	return fmt.Sprintf("Policy(%d)", int(p))
 }
@@ -314,6 +346,12 @@ func (p Policy) Describe(c Config) string {
 			c.RetryShare, c.MaxAttempts)
 	case ShedAdaptive:
 		return fmt.Sprintf("server sheds with pushback, and each client has an adaptive throttle (K %v, window %v)", adaptiveK(c), adaptiveWindow(c))
+	case Ratio:
+		return fmt.Sprintf("ratio budget per client (Finagle, Linkerd): retries at most %v of the last %v's requests plus %v/s, up to %d attempts",
+			c.Ratio.Ratio, c.Ratio.TTL, c.Ratio.MinRetriesPerSecond, c.MaxAttempts)
+	case Concurrency:
+		return fmt.Sprintf("concurrency budget per client (Envoy): retries in flight at most %v%% of the requests in flight, or %d, up to %d attempts",
+			c.Concurrency.Percent, c.Concurrency.MinConcurrency, c.MaxAttempts)
 	}
 	return p.String()
 }
