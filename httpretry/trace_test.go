@@ -186,3 +186,29 @@ func TestTraceHTTPBodyNotReplayable(t *testing.T) {
 		t.Errorf("events %q, want %q", got, want)
 	}
 }
+
+func TestTraceHTTPRetryAfterBeyondCap(t *testing.T) {
+	srv := newServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "120")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	tp, exp := observetest.Tracing(t)
+	client, _ := newClient(t, httpretry.WithTracerProvider(tp))
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	calls := observetest.Spans(exp.GetSpans()).Named("GET")
+	if len(calls) != 1 {
+		t.Fatalf("%d call spans", len(calls))
+	}
+	// The response is returned at once: retrying stops on it.
+	want := []string{
+		"committed rebound.attempt=1 rebound.why=Retry-After beyond cap",
+		"retrying stopped rebound.attempts=1 rebound.reason=error is not retryable",
+	}
+	if got := observetest.Events(calls[0]); !slices.Equal(got, want) {
+		t.Errorf("events:\n got %q\nwant %q", got, want)
+	}
+}
