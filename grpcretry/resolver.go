@@ -304,5 +304,8 @@ func (w *configConn) UpdateState(st resolver.State) error {
 // resolver's first word.
 func (w *configConn) ReportError(err error) {
 	defer w.s.markReady()
+	w.mu.Lock()
+	clear(w.parsed) // parsed for a state that never came
+	w.mu.Unlock()
 	w.ClientConn.ReportError(err)
 }
