@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -437,4 +438,41 @@ func TestTraceUnderGRPCGoTracing(t *testing.T) {
 			t.Fatalf("attempt %d: grpc-go's attempt has %d children, want the server's span", i+1, len(server))
 		}
 	}
+}
+
+func TestTraceBufferOverflow(t *testing.T) {
+	srv := grpctest.Start(t, grpctest.Handlers{ClientStream: func(_ int, s grpc.ClientStreamingServer[testpb.StreamingInputCallRequest, testpb.StreamingInputCallResponse]) error {
+		for {
+			if _, err := s.Recv(); err == io.EOF {
+				return s.SendAndClose(&testpb.StreamingInputCallResponse{})
+			} else if err != nil {
+				return err
+			}
+		}
+	}})
+	tp, exp := observetest.Tracing(t)
+	c, err := grpcretry.New(retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithTracerProvider(tp), grpcretry.WithBufferLimits(1<<10, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+	st, err := tc.StreamingInputCall(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(inMsg("small")); err != nil {
+		t.Fatal(err)
+	}
+	// More than the call's 100 bytes: kept no longer, the call commits.
+	if err := st.Send(inMsg(strings.Repeat("x", 200))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CloseAndRecv(); err != nil {
+		t.Fatal(err)
+	}
+	calls := observetest.Spans(exp.GetSpans()).Named("Sent.grpc.testing.TestService.StreamingInputCall")
+	if len(calls) != 1 {
+		t.Fatalf("%d call spans", len(calls))
+	}
+	checkEvents(t, calls[0], "committed rebound.attempt=1 rebound.why=message not kept for replay: buffer limit, or not a proto message")
 }
