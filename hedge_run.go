@@ -28,7 +28,7 @@ func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx contex
 		cb.StartCall()
 		defer cb.EndCall()
 	}
-	r := &hedgeRun[T]{parent: ctx, c: c, h: h, op: op, cb: cb, reason: ErrAttemptsExhausted}
+	r := &hedgeRun[T]{parent: ctx, c: *c, h: h, op: op, cb: cb, reason: ErrAttemptsExhausted}
 	actx, cancel := context.WithCancel(ctx)
 	r.cancels = append(r.cancelBuf[:0], cancel)
 	r.first = attemptContext{Context: actx, st: &r.st, n: 1}
@@ -44,7 +44,7 @@ func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx contex
 		// The machinery runs the call: hand it this attempt's result and
 		// wait for its verdict.
 		r.resultsChan() <- hedgeResult[T]{1, v, err}
-		<-r.done
+		<-r.doneChan()
 		if r.gone != nil {
 			<-r.gone
 		}
@@ -71,7 +71,7 @@ func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx contex
 type hedgeRun[T any] struct {
 	st     hedgeState
 	parent context.Context
-	c      *Call[T]
+	c      Call[T] // a copy, so that the caller's stays on its stack
 	h      *Hedger
 	op     func(ctx context.Context, attempt int) (T, error)
 	cb     CallBudget
@@ -81,11 +81,12 @@ type hedgeRun[T any] struct {
 	cancelBuf [3]context.CancelFunc
 
 	// The lazily started machinery (its start timer is st.start).
-	quit chan struct{} // stops the goroutine that waits on a clock's timer
-	gone chan struct{} // that goroutine has returned
-	done chan struct{} // closed when the machinery has the verdict in v, err
-	mu   sync.Mutex    // guards results
-	res  chan hedgeResult[T]
+	quit  chan struct{} // stops the goroutine that waits on a clock's timer
+	gone  chan struct{} // that goroutine has returned
+	armed bool          // the machinery may start
+	mu    sync.Mutex    // guards res and done
+	res   chan hedgeResult[T]
+	done  chan struct{} // closed when the machinery has the verdict in v, err
 
 	sent, running int
 	timer         Timer
@@ -102,7 +103,7 @@ type hedgeRun[T any] struct {
 
 // startLater starts the machinery after d: at once for d <= 0.
 func (r *hedgeRun[T]) startLater(d time.Duration) {
-	r.done = make(chan struct{})
+	r.armed = true
 	if d <= 0 {
 		go r.machine()
 		return
@@ -129,7 +130,7 @@ func (r *hedgeRun[T]) startLater(d time.Duration) {
 // stopMachine keeps the machinery from starting, and reports whether it
 // did: false when the delay has fired, and the machinery runs the call.
 func (r *hedgeRun[T]) stopMachine() bool {
-	if r.done == nil { // a single attempt: no machinery
+	if !r.armed { // a single attempt: no machinery
 		return true
 	}
 	if !r.st.stopStart() {
@@ -154,10 +155,22 @@ func (r *hedgeRun[T]) resultsChan() chan hedgeResult[T] {
 	return r.res
 }
 
+// doneChan returns the channel the machinery closes once it has the
+// verdict, made on first use: by the machinery or by the caller waiting
+// for it.
+func (r *hedgeRun[T]) doneChan() chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done == nil {
+		r.done = make(chan struct{})
+	}
+	return r.done
+}
+
 // machine is the hedging machinery, started when the delay first fires:
 // it sends the hedge that is due and runs the call to its verdict.
 func (r *hedgeRun[T]) machine() {
-	defer close(r.done)
+	defer close(r.doneChan())
 	r.resultsChan()
 	if r.st.listen() != 0 {
 		// The first attempt's response has started: no hedge follows.

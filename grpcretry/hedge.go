@@ -68,15 +68,21 @@ func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serv
 		hedger = am.hedger
 		am.cap.deposit()
 	}
-	ctx = distinct.NewContext(ctx, &h.addrs)
+	// The record of the backends used lives in h, at no further
+	// allocation.
+	h.dctx.Context = ctx
+	ctx = &h.dctx
 	var start time.Time
 	if am != nil {
 		start = am.clock.Now()
 	}
-	d.Tracker = h.tr // to hear of a hedge the budget refuses, for Stats
-	call := observe.Hooks[*hedgeAttempt](d)
+	// h holds the call's decisions, so that the caller's copy stays on
+	// its stack.
+	h.d = *d
+	h.d.Tracker = h.tr // to hear of a hedge the budget refuses, for Stats
+	call := observe.Hooks[*hedgeAttempt](&h.d)
 	if span != nil {
-		call = observe.Traced[*hedgeAttempt](d, span)
+		call = observe.Traced[*hedgeAttempt](&h.d, span)
 	}
 	won, err := call.Hedge(ctx, hedger, h.attempt)
 	if n != nil {
@@ -119,8 +125,9 @@ type hedgedCall struct {
 	msgType  protoreflect.MessageType
 	elemType reflect.Type
 
-	first  hedgeAttempt  // attempt 1: decodes into the caller's reply
-	addrs  distinct.Call // the backends the attempts went to
+	first  hedgeAttempt     // attempt 1: decodes into the caller's reply
+	dctx   distinct.Context // the call's context, with the backends its attempts went to
+	d      observe.Decisions
 	sent   atomic.Int32
 	tr     *observe.Tracker // the call's, with metrics on; else &trk
 	trk    observe.Tracker

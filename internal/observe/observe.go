@@ -366,6 +366,11 @@ func Hooks[T any](d *Decisions) rebound.Call[T] {
 	if !d.Active() {
 		return rebound.Call[T]{}
 	}
+	if d.log == nil {
+		// Only the tracker listens, and it hears of refused hedges
+		// alone: one hook costs one allocation, not four.
+		return rebound.Call[T]{OnThrottled: d.Throttled}
+	}
 	return rebound.Call[T]{OnRetry: d.Retry, OnHedge: d.Hedge, OnThrottled: d.Throttled, OnGiveUp: d.GaveUp}
 }
 
