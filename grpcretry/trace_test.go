@@ -476,3 +476,24 @@ func TestTraceBufferOverflow(t *testing.T) {
 	}
 	checkEvents(t, calls[0], "committed rebound.attempt=1 rebound.why=message not kept for replay: buffer limit, or not a proto message")
 }
+
+func TestTraceRequestTooLarge(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(1, codes.Unavailable))
+	tp, exp := observetest.Tracing(t)
+	c, err := grpcretry.New(retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithTracerProvider(tp), grpcretry.WithBufferLimits(1<<10, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+	if _, err := tc.UnaryCall(context.Background(), grpctest.Request(strings.Repeat("x", 100))); status.Code(err) != codes.Unavailable {
+		t.Fatalf("err %v, want the one attempt's UNAVAILABLE", err)
+	}
+	calls := observetest.Spans(exp.GetSpans()).Named("Sent.grpc.testing.TestService.UnaryCall")
+	if len(calls) != 1 {
+		t.Fatalf("%d call spans", len(calls))
+	}
+	checkEvents(t, calls[0],
+		"committed rebound.attempt=1 rebound.why=request does not fit the buffer",
+		"retrying stopped rebound.attempts=1 rebound.reason=call committed",
+	)
+}
