@@ -497,3 +497,21 @@ func TestTraceRequestTooLarge(t *testing.T) {
 		"retrying stopped rebound.attempts=1 rebound.reason=call committed",
 	)
 }
+
+func TestTracePushbackStop(t *testing.T) {
+	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs("grpc-retry-pushback-ms", "-1"))
+		return nil, status.Error(codes.Unavailable, "go away")
+	}})
+	tc, exp, tr := tracedClient(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), clocktest.NewAuto())
+	ctx, root := tr.Start(context.Background(), "test")
+	if _, err := tc.UnaryCall(ctx, grpctest.Request("x")); status.Code(err) != codes.Unavailable {
+		t.Fatalf("err %v", err)
+	}
+	root.End()
+	call, _ := callTree(t, exp, root, "grpc.testing.TestService.UnaryCall", 1)
+	checkEvents(t, call,
+		"pushback received rebound.attempt=1 rebound.pushback_stop=true",
+		"retrying stopped rebound.attempts=1 rebound.reason=server pushback said not to retry",
+	)
+}
