@@ -94,6 +94,7 @@ const (
 	SafetyYes
 )
 
+// String returns "no", "maybe" or "yes".
 func (s Safety) String() string {
 	switch s {
 	case SafetyNo:
@@ -174,6 +175,7 @@ const (
 	FaultServer
 )
 
+// String returns "other", "client" or "server".
 func (f Fault) String() string {
 	switch f {
 	case FaultOther:
