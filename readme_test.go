@@ -3,6 +3,7 @@ package rebound_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -19,8 +20,9 @@ import (
 // TestREADMECode keeps the code in the module's README files true: every
 // ```go block is an excerpt of an Example function of the module, which
 // go test compiles and runs against its // Output; every ```json block is
-// a service config that serviceconfig.Parse accepts; ```sh blocks are
-// commands. Lines are compared without their indentation, and blank lines
+// a service config that serviceconfig.Parse accepts; every line of a
+// ```dns block is a zone-file TXT record publishing service configs as
+// grpc-go's dns resolver reads them; ```sh blocks are commands. Lines are compared without their indentation, and blank lines
 // are skipped, so a README may show a few lines of an Example at any depth.
 func TestREADMECode(t *testing.T) {
 	readmes, examples := moduleFiles(t)
@@ -42,9 +44,15 @@ func TestREADMECode(t *testing.T) {
 				if _, err := serviceconfig.Parse([]byte(strings.Join(b.lines, "\n"))); err != nil {
 					t.Errorf("%s: this json block is not a valid service config:\n%v", where, err)
 				}
+			case "dns":
+				for _, rec := range b.lines {
+					if err := checkTXTConfig(rec); err != nil {
+						t.Errorf("%s: %v", where, err)
+					}
+				}
 			case "sh":
 			default:
-				t.Errorf("%s: a code block needs a language: go (an excerpt of an Example), json (a service config) or sh", where)
+				t.Errorf("%s: a code block needs a language: go (an excerpt of an Example), json (a service config), dns (a TXT record publishing one) or sh", where)
 			}
 		}
 	}
@@ -192,4 +200,58 @@ func equalLines(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// checkTXTConfig checks a zone-file TXT record of _grpc_config.<host> as
+// grpc-go's dns resolver reads it (gRFC A2): strings of at most 255 bytes,
+// joined, holding "grpc_config=" and a JSON list of choices whose
+// serviceConfig serviceconfig.Parse accepts.
+func checkTXTConfig(rec string) error {
+	name, rest, _ := strings.Cut(rec, " ")
+	if !strings.HasPrefix(name, "_grpc_config.") {
+		return fmt.Errorf("the record's name is %q, not _grpc_config.<host>", name)
+	}
+	_, rest, ok := strings.Cut(rest, " TXT ")
+	if !ok {
+		return fmt.Errorf("%q is not a TXT record", rec)
+	}
+	var txt strings.Builder
+	rest = strings.TrimSpace(rest)
+	for rest != "" {
+		if rest[0] != '"' {
+			return fmt.Errorf("TXT data %q is not a quoted string", rest)
+		}
+		var s []byte
+		i := 1
+		for ; i < len(rest) && rest[i] != '"'; i++ {
+			if rest[i] == '\\' && i+1 < len(rest) {
+				i++ // zone files escape a quote or a backslash so
+			}
+			s = append(s, rest[i])
+		}
+		if i == len(rest) {
+			return fmt.Errorf("TXT string not closed: %q", rest)
+		}
+		if len(s) > 255 {
+			return fmt.Errorf("a TXT string holds at most 255 bytes, this one %d: split it", len(s))
+		}
+		txt.Write(s)
+		rest = strings.TrimSpace(rest[i+1:])
+	}
+	js, ok := strings.CutPrefix(txt.String(), "grpc_config=")
+	if !ok {
+		return fmt.Errorf("the TXT data %q does not start with grpc_config=", txt.String())
+	}
+	var choices []struct {
+		ServiceConfig json.RawMessage `json:"serviceConfig"`
+	}
+	if err := json.Unmarshal([]byte(js), &choices); err != nil || len(choices) == 0 {
+		return fmt.Errorf("grpc_config is not a JSON list of choices: %v", err)
+	}
+	for i, c := range choices {
+		if _, err := serviceconfig.Parse(c.ServiceConfig); err != nil {
+			return fmt.Errorf("choice %d: the serviceConfig is not valid:\n%v", i, err)
+		}
+	}
+	return nil
 }
