@@ -192,13 +192,13 @@ func simScenario(r *sim.Report) string {
 // why retrying stopped, headings first.
 func simTables(r *sim.Report) (results, failed [][]string) {
 	results = [][]string{{"policy", "requests", "attempts", "amp", "amp-outage", "goodput/s", "recovery/s", "success", "p50", "p99"}}
-	failed = [][]string{{"policy", "attempts", "budget", "deadline"}}
+	failed = [][]string{{"policy", "attempts", "budget", "pushback", "deadline"}}
 	for _, res := range r.Results {
 		results = append(results, []string{res.Policy.String(), strconv.Itoa(res.Requests), strconv.Itoa(res.Attempts),
 			fmt.Sprintf("%.2fx", res.Amplification), fmt.Sprintf("%.2fx", res.OutageAmplification),
 			fmt.Sprintf("%.1f", res.Goodput), fmt.Sprintf("%.1f", res.RecoveryGoodput), fmt.Sprintf("%.1f%%", 100*res.SuccessRate),
 			res.P50.Round(time.Millisecond).String(), res.P99.Round(time.Millisecond).String()})
-		failed = append(failed, []string{res.Policy.String(), strconv.Itoa(res.Exhausted), strconv.Itoa(res.Throttled), strconv.Itoa(res.PastDeadline)})
+		failed = append(failed, []string{res.Policy.String(), strconv.Itoa(res.Exhausted), strconv.Itoa(res.Throttled), strconv.Itoa(res.PushedBack), strconv.Itoa(res.PastDeadline)})
 	}
 	return results, failed
 }
@@ -312,11 +312,11 @@ func simConclusion(r *sim.Report) []string {
 			}
 		}
 		s := fmt.Sprintf("During the outage, of the policies that retry, %s added the least load, %.2f× the attempts of one per request", names(won), w.OutageAmplification)
+		if w.Throttled > 0 {
+			s += fmt.Sprintf(" (%v's budget refused the retries of %d requests once failures had drained it)", w.Policy, w.Throttled)
+		}
 		if worst.OutageAmplification-w.OutageAmplification > 0.02 {
 			s += fmt.Sprintf(", while %v multiplied the load on the server %.2f×", worst.Policy, worst.OutageAmplification)
-		}
-		if w.Throttled > 0 {
-			s += fmt.Sprintf(": its budget refused the retries of %d requests once failures had drained it", w.Throttled)
 		}
 		out = append(out, s+".")
 		if worst.Policy != w.Policy {

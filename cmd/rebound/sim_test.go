@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -183,6 +184,20 @@ func simResult(p sim.Policy, success, amp, ampOutage float64, p99 time.Duration)
 	return r
 }
 
+// TestSimFailedTable: the columns of the failed requests add up to every
+// request that failed, whatever stopped it (pushback included).
+func TestSimFailedTable(t *testing.T) {
+	r := simResult(sim.Shed, 0.6, 1, 1, 100*time.Millisecond)
+	r.Exhausted, r.Throttled, r.PushedBack, r.PastDeadline = 100, 200, 3000, 700
+	_, failed := simTables(&sim.Report{Config: sim.DefaultConfig, Results: []sim.Result{r}})
+	if want := []string{"policy", "attempts", "budget", "pushback", "deadline"}; !slices.Equal(failed[0], want) {
+		t.Fatalf("headings %q, want %q", failed[0], want)
+	}
+	if want := []string{"shed", "100", "200", "3000", "700"}; !slices.Equal(failed[1], want) {
+		t.Fatalf("row %q, want %q", failed[1], want)
+	}
+}
+
 func TestSimConclusion(t *testing.T) {
 	r := &sim.Report{Config: sim.DefaultConfig, Results: []sim.Result{
 		simResult(sim.NoRetries, 0.666, 1, 1, 100*time.Millisecond),
@@ -197,8 +212,8 @@ func TestSimConclusion(t *testing.T) {
 		"On success rate naive won with 69.8% of requests succeeding, against 66.6% with no retries. Of its 3020 failed requests, 3020 ran out of attempts.",
 		"On p99 time to success no-retries, a6-throttle and token-bucket tied at about 100ms: with at most 1.06 attempts per request, " +
 			"nearly all their successes came on a first attempt, while a request that retries rescue waits out their backoff (p99 8.7s for naive).",
-		"During the outage, of the policies that retry, a6-throttle added the least load, 1.01× the attempts of one per request, " +
-			"while naive multiplied the load on the server 4.45×: its budget refused the retries of 3330 requests once failures had drained it.",
+		"During the outage, of the policies that retry, a6-throttle added the least load, 1.01× the attempts of one per request " +
+			"(a6-throttle's budget refused the retries of 3330 requests once failures had drained it), while naive multiplied the load on the server 4.45×.",
 		"Holding the load down cost 3.1 points of success rate (66.7% against 69.8%), and after the outage a6-throttle completed 990.0 requests/s against 1085.0 for naive.",
 	} {
 		if !strings.Contains(got, want) {
