@@ -403,9 +403,7 @@ func (c *Chart) renderSeries(b *bytes.Buffer, l layout) {
 				b.WriteString(`<path fill="none" stroke-width="1.5" stroke-linejoin="round" stroke="`)
 				escape(b, color(s, i))
 				b.WriteString(`"`)
-				if s.Dashed {
-					b.WriteString(` stroke-dasharray="6 4"`)
-				}
+				dash(b, s, i)
 				b.WriteString(` d="`)
 				b.Write(d.Bytes())
 				b.WriteString(`"/>` + "\n")
@@ -442,9 +440,7 @@ func (c *Chart) renderLegend(b *bytes.Buffer, l layout) {
 			`" stroke-width="2" stroke="`)
 		escape(b, color(s, i))
 		b.WriteString(`"`)
-		if s.Dashed {
-			b.WriteString(` stroke-dasharray="6 4"`)
-		}
+		dash(b, s, i)
 		b.WriteString("/>\n")
 		text(b, x+24, y+4, "start", "", s.Name)
 		y += 18
@@ -457,6 +453,19 @@ func color(s Series, i int) string {
 		return s.Color
 	}
 	return palette[i%len(palette)]
+}
+
+// dash writes the dash pattern of series s, the i-th: a dashed series
+// has long dashes; one that took its colour from the palette after the
+// palette ran out is dotted, so that it is not read as the series
+// before it in that colour.
+func dash(b *bytes.Buffer, s Series, i int) {
+	switch {
+	case s.Dashed:
+		b.WriteString(` stroke-dasharray="6 4"`)
+	case s.Color == "" && i >= len(palette):
+		b.WriteString(` stroke-dasharray="2 2"`)
+	}
 }
 
 func line(b *bytes.Buffer, x1, y1, x2, y2 float64, attrs string) {

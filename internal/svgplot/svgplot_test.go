@@ -7,6 +7,7 @@ import (
 	"image"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -97,6 +98,29 @@ func TestChart(t *testing.T) {
 	}
 	if again := render(t, c); !bytes.Equal(doc, again) {
 		t.Error("the same chart rendered differently twice")
+	}
+}
+
+// TestManySeries: a series past the end of the palette reuses a colour,
+// and is dotted, in its line and its legend, so that the two are told
+// apart.
+func TestManySeries(t *testing.T) {
+	c := &Chart{}
+	for i := range len(palette) + 1 {
+		c.Series = append(c.Series, Series{Name: "s" + strconv.Itoa(i), Points: []Point{{0, float64(i)}, {1, float64(i)}}})
+	}
+	doc := render(t, c)
+	if n := bytes.Count(doc, []byte(`stroke="`+palette[0]+`"`)); n != 4 {
+		t.Fatalf("%d lines and legend marks in the first colour, want 4 (two series)", n)
+	}
+	if n := bytes.Count(doc, []byte(`stroke="`+palette[0]+`" stroke-dasharray="2 2"`)); n != 2 {
+		t.Errorf("%d dotted marks in the first colour, want 2 (the last series' line and legend)", n)
+	}
+	if n := bytes.Count(doc, []byte(`stroke-dasharray`)); n != 2 {
+		t.Errorf("%d dashed marks, want 2", n)
+	}
+	if err := svgcheck.Portable(doc); err != nil {
+		t.Fatal(err)
 	}
 }
 
