@@ -76,8 +76,8 @@ func hostile(size int) []struct {
 	b.WriteString("]}")
 	add("valid_methods", &b)
 
-	// The smallest valid entries: each costs the MethodConfig that Parse
-	// returns for it, 72 bytes for 3 of input.
+	// The smallest valid entries name no method: Parse leaves them out,
+	// where a 72-byte MethodConfig for each 3 bytes of input would be 24x.
 	b.Reset()
 	b.WriteString(`{"methodConfig":[{}`)
 	for b.Len() < size {
@@ -85,6 +85,17 @@ func hostile(size int) []struct {
 	}
 	b.WriteString("]}")
 	add("empty_entries", &b)
+
+	// The smallest entries that name a method, all the default name: a
+	// MethodConfig and a Name for each 13 bytes, though the duplicates
+	// make the config invalid.
+	b.Reset()
+	b.WriteString(`{"methodConfig":[{"name":[{}]}`)
+	for b.Len() < size {
+		b.WriteString(`,{"name":[{}]}`)
+	}
+	b.WriteString("]}")
+	add("named_entries", &b)
 
 	b.Reset()
 	b.WriteString(`{"methodConfig":[{"name":[{}],"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":[`)
@@ -119,11 +130,6 @@ func TestParseBounds(t *testing.T) {
 			var err error
 			n := allocated(func() { c, err = serviceconfig.Parse(in.data) })
 			limit := 10 * uint64(len(in.data))
-			if in.name == "empty_entries" {
-				// The returned MethodConfigs: 72 bytes per 3 bytes of
-				// input, allocated once.
-				limit = 25 * uint64(len(in.data))
-			}
 			if n > limit {
 				t.Errorf("Parse of %d bytes allocated %d bytes, more than %dx", len(in.data), n, limit/uint64(len(in.data)))
 			}

@@ -51,7 +51,9 @@ func MaxBytes(n int) ParseOption {
 // Config.Warnings are ordered the same way. Each Error and Warning carries
 // the line and column of the value or key it is about.
 //
-// Parse takes time and memory linear in the size of its input. Input longer
+// Parse takes time and memory linear in the size of its input: it
+// allocates at most about 5 bytes per byte of input, mostly the Config it
+// returns (see BENCHMARKS.md for hostile inputs). Input longer
 // than [DefaultMaxBytes], or the limit set with [MaxBytes], is rejected
 // unread. Only the first 100 errors and the first 100 warnings are kept; a
 // last entry, without a path, says how many more there were. Values and keys
@@ -69,8 +71,10 @@ func MaxBytes(n int) ParseOption {
 //     The gRPC fields loadBalancingConfig and healthCheckConfig are kept as
 //     written, without being checked: grpc-go checks them when grpcretry
 //     hands them over.
-//   - A methodConfig entry without names applies to no method: it is kept
-//     and draws a warning. A name with a method but no service is an error,
+//   - A methodConfig entry without names applies to no method: it draws a
+//     warning and is left out of Config.MethodConfigs (its fields are still
+//     checked). Kept, a list of "{}" would cost a 72-byte MethodConfig for
+//     every 3 bytes of input. A name with a method but no service is an error,
 //     as is the same name appearing twice anywhere in the config.
 //   - maxAttempts above [DefaultMaxAttempts] is kept as written, with a
 //     warning; integers too large for an int saturate.
@@ -532,31 +536,39 @@ func (p *parser) config(root value) *Config {
 		} else {
 			// Count first, so that the entries are allocated once; an
 			// entry that is not an object makes the config invalid, and
-			// then none are kept.
-			n, valid := 0, p.errs.total == 0
+			// then none are kept. Only entries that name a method are
+			// kept: one that names none applies to no call, and keeping
+			// it would let a list of "{}" (3 bytes each) allocate a
+			// 72-byte MethodConfig apiece.
+			n, named, valid := 0, 0, p.errs.total == 0
 			for it := p.d.iter(v); ; n++ {
 				e, more := it.next()
 				if !more {
 					break
 				}
 				valid = valid && (e.kind == jsonObject || e.kind == jsonNull)
+				if valid && p.namesMethods(e) {
+					named++
+				}
 			}
+			if valid && named > 0 {
+				c.MethodConfigs = make([]MethodConfig, named)
+			}
+			// An entry is read into scratch, and copied to its slot if
+			// it names a method.
 			var scratch MethodConfig
-			if valid && n > 0 {
-				c.MethodConfigs = make([]MethodConfig, n)
-			}
 			it := p.d.iter(v)
+			slot := 0
 			for i := range n {
 				e, _ := it.next()
-				mc := &scratch
-				if c.MethodConfigs != nil {
-					mc = &c.MethodConfigs[i]
-				} else {
-					scratch = MethodConfig{}
-				}
+				scratch = MethodConfig{}
 				p.push(index(i))
-				p.methodConfig(mc, e, i)
+				p.methodConfig(&scratch, e, i, slot)
 				p.pop()
+				if len(scratch.Names) > 0 && slot < len(c.MethodConfigs) {
+					c.MethodConfigs[slot] = scratch
+					slot++
+				}
 			}
 		}
 		p.pop()
@@ -581,7 +593,32 @@ const (
 	mcMaxResponse
 )
 
-func (p *parser) methodConfig(mc *MethodConfig, v value, i int) {
+// namesMethods reports whether the methodConfig entry v names a method:
+// its "name" field, matched as [parser.object] matches it (the last one
+// when repeated), is a non-empty array. An entry whose names are all
+// invalid makes the config invalid.
+func (p *parser) namesMethods(v value) bool {
+	if v.kind != jsonObject {
+		return false
+	}
+	named := false
+	it := p.d.iter(v)
+	for {
+		key, val, more := it.member()
+		if !more {
+			return named
+		}
+		if i, _ := matchField(p.d.text(key), methodFields); i == mcName {
+			elems := p.d.iter(val)
+			_, nonEmpty := elems.next()
+			named = val.kind == jsonArray && nonEmpty
+		}
+	}
+}
+
+// methodConfig reads entry i of the methodConfig list into mc, which goes
+// to MethodConfigs[slot] if it names a method.
+func (p *parser) methodConfig(mc *MethodConfig, v value, i, slot int) {
 	if v.kind == jsonNull {
 		p.warnf(v, "null is read as {}, an entry that applies to no method, as grpc-go reads it; remove it")
 		return
@@ -593,21 +630,27 @@ func (p *parser) methodConfig(mc *MethodConfig, v value, i int) {
 	}
 	if nv, ok := f.get(mcName); ok {
 		p.at(&f, mcName)
-		mc.Names = p.nameList(nv, i)
+		mc.Names = p.nameList(nv, i, slot)
 		p.pop()
 	} else {
 		p.report(&p.warns, v.end, v.start, func() string { return `no "name" list, so this entry applies to no method` })
+	}
+	// The entry's code lists are keyed by its slot, for Lint; those of an
+	// entry left out, apart from every slot.
+	key := slot
+	if len(mc.Names) == 0 {
+		key = -1 - i
 	}
 	rv, hasRetry := f.get(mcRetryPolicy)
 	hv, hasHedge := f.get(mcHedgingPolicy)
 	if hasRetry {
 		p.at(&f, mcRetryPolicy)
-		mc.RetryPolicy = p.retryPolicy(rv, i)
+		mc.RetryPolicy = p.retryPolicy(rv, key)
 		p.pop()
 	}
 	if hasHedge {
 		p.at(&f, mcHedgingPolicy)
-		mc.HedgingPolicy = p.hedgingPolicy(hv, i)
+		mc.HedgingPolicy = p.hedgingPolicy(hv, key)
 		p.pop()
 	}
 	if hasRetry && hasHedge {
@@ -651,12 +694,13 @@ func (p *parser) methodConfig(mc *MethodConfig, v value, i int) {
 }
 
 // nameRef locates a name: entry mc of methodConfig, element j of its name
-// list. A parsed Config's index maps each name to it.
-type nameRef struct{ mc, j int32 }
+// list, kept in MethodConfigs[slot]. A parsed Config's index maps each name
+// to it.
+type nameRef struct{ mc, slot, j int32 }
 
 var nameFields = []string{"service", "method"}
 
-func (p *parser) nameList(v value, mcIndex int) []Name {
+func (p *parser) nameList(v value, mcIndex, slot int) []Name {
 	if v.kind != jsonArray {
 		p.errorf(v, "must be a JSON array of objects, got %s", v.kind)
 		return nil
@@ -677,7 +721,7 @@ func (p *parser) nameList(v value, mcIndex int) []Name {
 					return fmt.Sprintf("duplicate name %s (also in methodConfig[%d].name[%d])", excerpt(n.String()), prev.mc, prev.j)
 				})
 			} else {
-				p.names[n] = nameRef{int32(mcIndex), int32(j)}
+				p.names[n] = nameRef{int32(mcIndex), int32(slot), int32(j)}
 				names = append(names, n)
 			}
 		}

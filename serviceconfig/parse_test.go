@@ -268,9 +268,15 @@ func TestParseNames(t *testing.T) {
 			wantNames: [][]serviceconfig.Name{{{}}},
 		},
 		{
-			name:      "no names",
-			entries:   []string{"", `[]`, `null`},
-			wantNames: [][]serviceconfig.Name{nil, nil, nil},
+			// Entries that name no method apply to no call: they are
+			// left out of MethodConfigs.
+			name:    "no names",
+			entries: []string{"", `[]`, `null`},
+		},
+		{
+			name:      "named entries between unnamed ones",
+			entries:   []string{`[]`, `[{"service":"a.B"}]`, `null`, `[{"service":"c.D"}]`, `[]`},
+			wantNames: [][]serviceconfig.Name{{{Service: "a.B"}}, {{Service: "c.D"}}},
 		},
 		{
 			name:     "method without service",
@@ -587,5 +593,35 @@ func TestParseGRPCFieldNull(t *testing.T) {
 	}
 	if c.LoadBalancingConfig != nil || string(c.HealthCheckConfig) != `{"serviceName": ""}` {
 		t.Errorf("got LoadBalancingConfig %q, HealthCheckConfig %q; want nil and the object", c.LoadBalancingConfig, c.HealthCheckConfig)
+	}
+}
+
+// Entries that name no method are left out of MethodConfigs; lookups and
+// Lint find the kept ones in their slots, and paths still number the
+// entries as written.
+func TestUnnamedEntriesLeftOut(t *testing.T) {
+	retry := func(codes string) string {
+		return `"retryPolicy":{"maxAttempts":2,"initialBackoff":"1s","maxBackoff":"1s","backoffMultiplier":1,"retryableStatusCodes":[` + codes + `]}`
+	}
+	c, err := serviceconfig.Parse([]byte(`{"methodConfig":[{},
+		{"name":[{"service":"a.B"}],` + retry(`"UNAVAILABLE","INVALID_ARGUMENT"`) + `},
+		null,
+		{` + retry(`"OK"`) + `},
+		{"name":[{"service":"c.D"}],"timeout":"2s",` + retry(`"UNAVAILABLE"`) + `}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.MethodConfigs) != 2 {
+		t.Fatalf("%d entries kept, want the 2 that name a method", len(c.MethodConfigs))
+	}
+	if c.MethodConfig("/a.B/M") != &c.MethodConfigs[0] || c.MethodConfig("/c.D/M") != &c.MethodConfigs[1] || c.MethodConfigs[1].Timeout != 2*time.Second {
+		t.Fatal("lookups do not find the kept entries")
+	}
+	var got []string
+	for _, w := range serviceconfig.Lint(c) {
+		got = append(got, w.Path)
+	}
+	if want := []string{"methodConfig[1].retryPolicy.retryableStatusCodes[1]"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("Lint paths %q, want %q (entry 3's OK names no method)", got, want)
 	}
 }

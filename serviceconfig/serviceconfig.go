@@ -226,7 +226,10 @@ type Config struct {
 	// does when the conn is made.
 	LoadBalancingConfig json.RawMessage
 	HealthCheckConfig   json.RawMessage
-	// MethodConfigs are the methodConfig entries in document order.
+	// MethodConfigs are the methodConfig entries that name a method, in
+	// document order; Parse leaves out those that name none, which apply
+	// to no call (see Parse). Error and Warning paths number the entries
+	// as written.
 	MethodConfigs []MethodConfig
 	// RetryThrottling, if not nil, throttles retries and hedges on the
 	// channel.
@@ -282,7 +285,7 @@ func (c *Config) MethodConfig(fullMethod string) *MethodConfig {
 func (c *Config) find(n Name) *MethodConfig {
 	if c.index != nil {
 		if ref, ok := c.index[n]; ok {
-			return &c.MethodConfigs[ref.mc]
+			return &c.MethodConfigs[ref.slot]
 		}
 		return nil
 	}
