@@ -371,11 +371,7 @@ func (r *fileReport) print(w io.Writer) {
 			t.MaxTokens, t.TokenRatio, t.Threshold)
 	}
 	for _, m := range r.Methods {
-		if len(m.Names) == 0 {
-			fmt.Fprintln(w, "  (no names: applies to no method)")
-		} else {
-			fmt.Fprintf(w, "  %s\n", strings.Join(m.Names, ", "))
-		}
+		fmt.Fprintf(w, "  %s\n", strings.Join(m.Names, ", ")) // Parse keeps only entries that name a method
 		if m.Timeout != "" {
 			fmt.Fprintf(w, "    timeout %s\n", human(m.Timeout))
 		}
