@@ -166,6 +166,26 @@ func TestPerAttemptTimeoutNeverCutsCommittedStream(t *testing.T) {
 	}
 }
 
+// TestPerAttemptTimeoutHeadersStopTimer: response headers stop the timer
+// though the caller only calls Receive: a stream that sends its headers
+// and then goes quiet past the timeout is read to its end on the one
+// attempt, in every protocol.
+func TestPerAttemptTimeoutHeadersStopTimer(t *testing.T) {
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			s := startServer(t, serverStreamHangFirst(true), p.http2)
+			c, _ := dial(t, s, p, retryConfig(t, 3, `"UNAVAILABLE"`, ""), connectretry.WithPerAttemptTimeout(attemptTimeout))
+			st, err := c.serverStream.CallServerStream(context.Background(), connect.NewRequest(wrapperspb.String("x")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := messages(t, st); got != "0,1,2" || s.count(serverStream) != 1 {
+				t.Fatalf("got %q, server saw %d attempts; want 0,1,2 from the one attempt", got, s.count(serverStream))
+			}
+		})
+	}
+}
+
 func TestWithPerAttemptTimeoutInvalid(t *testing.T) {
 	_, err := connectretry.New(nil, connectretry.WithPerAttemptTimeout(0))
 	if err == nil || !strings.Contains(err.Error(), "WithPerAttemptTimeout") {

@@ -250,8 +250,15 @@ func (s *serverStream) attempt(msg any) error {
 	} else {
 		s.tr.Start(time.Time{})
 	}
+	if s.timer != nil {
+		// Response headers stop the timer, though the caller asked for
+		// a message: a stream that has answered is never cut, however
+		// long its first message takes. ResponseHeader waits for them,
+		// or for the attempt's end.
+		_ = s.conn.ResponseHeader()
+		s.timer.Stop()
+	}
 	err := s.conn.Receive(msg)
-	s.timer.Stop() // a message, or the end, commits the attempt
 	switch {
 	case err == nil:
 		return nil
