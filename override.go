@@ -9,9 +9,9 @@ import "time"
 // By default each field can only tighten what the client's configuration
 // allows: the call gets the smaller number of attempts, the shorter
 // per-attempt timeout, and only the codes both the configuration and the
-// override list. A value that would loosen the policy (more attempts,
-// codes the configuration does not retry, a policy on a method that has
-// none) is ignored and logged at debug level, unless the client was built
+// override list. A value that would loosen the policy (more attempts, a
+// longer per-attempt timeout, codes the configuration does not retry, a
+// policy on a method that has none) is ignored and logged at debug level, unless the client was built
 // with its package's WithTrustedOverrides option: a per-call value may come
 // from a caller the service does not trust (a request header passed on, a
 // tenant's settings), and such a caller must not be able to multiply the

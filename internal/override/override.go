@@ -82,8 +82,12 @@ func Apply(p Policy, has func(code int) bool, o rebound.Override, trusted bool, 
 		r.MaxAttempts = o.MaxAttempts
 	}
 	r.MaxAttempts = max(1, min(r.MaxAttempts, clientMax))
-	if o.PerAttemptTimeout > 0 && (r.Timeout == 0 || o.PerAttemptTimeout < r.Timeout || trusted) {
+	switch {
+	case o.PerAttemptTimeout == 0:
+	case r.Timeout == 0 || o.PerAttemptTimeout <= r.Timeout || trusted:
 		r.Timeout = o.PerAttemptTimeout
+	default:
+		r.Clamped = append(r.Clamped, "PerAttemptTimeout")
 	}
 	if o.RetryableCodes != nil {
 		if trusted {
