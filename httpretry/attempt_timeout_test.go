@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,6 +123,44 @@ func TestPerAttemptTimeoutNotIdempotent(t *testing.T) {
 				t.Fatalf("server saw %d attempts, want %d", got, tc.attempts)
 			}
 		})
+	}
+}
+
+// TestPerAttemptTimeoutNotWritten: a POST cut before it was written (here,
+// while its connection was being dialled) never reached the server, so it
+// is sent again though it is not idempotent.
+func TestPerAttemptTimeoutNotWritten(t *testing.T) {
+	srv := newServer(t, script(http.StatusOK))
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	var dials atomic.Int32
+	var d net.Dialer
+	base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dials.Add(1) == 1 {
+			// The first dial hangs until the test ends or its context does.
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-release:
+				return nil, errors.New("released")
+			}
+		}
+		return d.DialContext(ctx, network, addr)
+	}}
+	t.Cleanup(base.CloseIdleConnections)
+	tr := httpretry.NewTransport(base, httpretry.WithPerAttemptTimeout(attemptTimeout))
+	if err := tr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: tr}).Post(srv.URL, "text/plain", strings.NewReader("order"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); got != "attempt 1" || srv.attempts() != 1 || dials.Load() != 2 {
+		t.Fatalf("got %q, server saw %d requests after %d dials; want attempt 1, 1 request, 2 dials", got, srv.attempts(), dials.Load())
+	}
+	if st := tr.Stats()["POST "+strings.TrimPrefix(srv.URL, "http://")]; st.AttemptTimeouts != 1 {
+		t.Fatalf("stats %+v, want 1 attempt timeout", st)
 	}
 }
 
