@@ -5,11 +5,11 @@ import (
 	"errors"
 	"maps"
 	"net/http"
-	"strconv"
 
 	"connectrpc.com/connect"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/a6"
 )
 
 // callError builds the error of a call that a retry or hedging policy
@@ -86,13 +86,5 @@ func attemptsOut(ctx context.Context) *int {
 // when the header is missing or invalid. Pass the request's header, like
 // PreviousAttempts(req.Header()).
 func PreviousAttempts(h http.Header) int {
-	v := h[previousAttemptsKey]
-	if len(v) != 1 {
-		return 0
-	}
-	n, err := strconv.Atoi(v[0])
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
+	return a6.PreviousAttempts(h[previousAttemptsKey])
 }

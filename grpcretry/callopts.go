@@ -2,7 +2,6 @@ package grpcretry
 
 import (
 	"context"
-	"strconv"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -84,13 +83,5 @@ func callOptions(opts []grpc.CallOption) (*int, *rebound.Override, []grpc.CallOp
 // header: 0 on the first attempt or when the header is missing or invalid.
 func PreviousAttempts(ctx context.Context) int {
 	md, _ := metadata.FromIncomingContext(ctx)
-	v := md[a6.PreviousAttemptsHeader]
-	if len(v) != 1 {
-		return 0
-	}
-	n, err := strconv.Atoi(v[0])
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
+	return a6.PreviousAttempts(md[a6.PreviousAttemptsHeader])
 }
