@@ -17,6 +17,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/grpcretry"
+	"github.com/rebound-go/rebound/internal/clocktest"
 	"github.com/rebound-go/rebound/internal/grpctest"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
@@ -258,6 +259,53 @@ func TestPerAttemptTimeoutStreamEveryAttemptHangs(t *testing.T) {
 	}
 	if got := srv.Count(grpctest.StreamingOutputCall); got != 2 {
 		t.Fatalf("server saw %d attempts, want 2", got)
+	}
+}
+
+// TestPerAttemptTimeoutStartsAfterBackoff: the timer of a retry starts
+// when it is handed to grpc-go, not when the retry is scheduled: a backoff
+// three times the timeout, on the real clock, does not eat the retry's
+// time, for a unary call and a stream alike.
+func TestPerAttemptTimeoutStartsAfterBackoff(t *testing.T) {
+	h := hangFirst(1, nil)
+	h.ServerStream = func(n int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+		if n == 1 {
+			<-s.Context().Done()
+			return s.Context().Err()
+		}
+		return s.Send(&testpb.StreamingOutputCallResponse{})
+	}
+	srv := grpctest.Start(t, h)
+	cfg, err := serviceconfig.Parse(fmt.Appendf(nil, `{"methodConfig":[{"name":[{"service":%q}],"retryPolicy":{
+		"maxAttempts":2,"initialBackoff":"0.3s","maxBackoff":"0.3s","backoffMultiplier":1,"retryableStatusCodes":["UNAVAILABLE"]}}]}`, grpctest.Service))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Jitter 0.99: the retry waits about 297ms, three timeouts.
+	c, err := grpcretry.New(cfg, grpcretry.WithPerAttemptTimeout(attemptTimeout), grpcretry.WithRandom(clocktest.NewRand(0.99)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+	var n int
+	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n)); err != nil || n != 2 {
+		t.Fatalf("unary: %v after %d attempts, want success after 2", err, n)
+	}
+	var sn int
+	st, err := tc.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{}, grpcretry.CountAttempts(&sn))
+	if err == nil {
+		_, err = st.Recv()
+	}
+	if err != nil {
+		t.Fatalf("stream: %v, want the second attempt's message", err)
+	}
+	if _, err := st.Recv(); err != io.EOF || sn != 2 {
+		t.Fatalf("stream end: %v after %d attempts, want io.EOF after 2", err, sn)
+	}
+	for _, m := range []string{grpctest.UnaryCall, grpctest.StreamingOutputCall} {
+		if got := c.Stats()[m].AttemptTimeouts; got != 1 {
+			t.Errorf("%s: %d attempt timeouts, want 1 (the first attempt's)", m, got)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -89,6 +90,23 @@ func TestOverride(t *testing.T) {
 			}
 			return cfg
 		}, 1 << 30, codes.Unavailable, rebound.Override{MaxAttempts: 2}, false, 2, false, false},
+		{"hedging disable", func(t testing.TB) *serviceconfig.Config {
+			cfg, err := serviceconfig.Parse(fmt.Appendf(nil, `{"methodConfig":[{"name":[{"service":%q}],
+				"hedgingPolicy":{"maxAttempts":4,"hedgingDelay":"0s","nonFatalStatusCodes":["UNAVAILABLE"]}}]}`, grpctest.Service))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return cfg
+		}, 1 << 30, codes.Unavailable, rebound.Override{Disable: true}, false, 1, false, false},
+		{"longer timeout clamped", func(t testing.TB) *serviceconfig.Config {
+			cfg, err := serviceconfig.Parse(fmt.Appendf(nil, `{"methodConfig":[{"name":[{"service":%q}],"retryPolicy":{
+				"maxAttempts":2,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,
+				"retryableStatusCodes":["UNAVAILABLE"],"perAttemptRecvTimeout":"1s"}}]}`, grpctest.Service))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return cfg
+		}, 1, codes.Unavailable, rebound.Override{PerAttemptTimeout: 2 * time.Second}, false, 2, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := grpctest.Start(t, failFirst(tc.fail, tc.code))
