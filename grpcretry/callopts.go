@@ -24,15 +24,6 @@ type countAttempts struct {
 // opening the stream failed.
 func CountAttempts(n *int) grpc.CallOption { return countAttempts{n: n} }
 
-func attemptsOut(opts []grpc.CallOption) *int {
-	for _, o := range opts {
-		if a, ok := o.(countAttempts); ok && a.n != nil {
-			return a.n
-		}
-	}
-	return nil
-}
-
 // overrideOption is the call option of [Override].
 type overrideOption struct {
 	grpc.EmptyCallOption
