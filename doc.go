@@ -50,9 +50,11 @@
 //
 // So, in each of them: count a call's attempts with CountAttempts (the
 // first attempt, retries and hedges all count; a call made once counts 1);
-// learn why a failed call stopped from the [*Error] its error unwraps to;
-// read the statistics with Stats, or grpcretry.StatsOf(conn) for a conn
-// made with the one line. The examples of each package (ExampleDialOptions
+// learn why a failed call stopped from the [*Error] its error unwraps to
+// (httpretry returns a request's last response, a 503 say, with a nil
+// error: the WithLogger record of giving up, with its "reason", says why
+// no retry followed); read the statistics with Stats, or
+// grpcretry.StatsOf(conn) for a conn made with the one line. The examples of each package (ExampleDialOptions
 // and ExampleNew in grpcretry, ExampleNewInterceptor and ExampleNew in
 // connectretry, ExampleNewTransport and ExampleNew in httpretry) show all
 // three against in-process servers.
