@@ -129,6 +129,7 @@ table { border-collapse: collapse; }
 th, td { padding: 0.25em 0.75em; border-bottom: 1px solid #ddd; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 code { font-size: 0.9em; word-break: break-all; }
+.config td { text-align: left; vertical-align: top; }
 .conclusion { background: #f4f4f4; padding: 0.75em 1em; }
 figure { margin: 1em 0; }
 svg { max-width: 100%; height: auto; }
@@ -147,7 +148,7 @@ svg { max-width: 100%; height: auto; }
 {{end}}<h2>Charts</h2>
 {{range .SVG}}<figure>{{.}}</figure>
 {{end}}<h2>Configuration</h2>
-<table>
+<table class="config">
 {{range .Config}}<tr><td>{{.Name}}</td><td><code>{{.Config}}</code></td></tr>
 {{end}}</table>
 </body>
