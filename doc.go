@@ -46,6 +46,11 @@
 //	attempt number,      PreviousAttempts(ctx)         PreviousAttempts(header)      the header named by
 //	                                                                                   WithAttemptHeader
 //	  in a handler
+//	per-attempt timeout  WithPerAttemptTimeout, or     WithPerAttemptTimeout, or     WithPerAttemptTimeout
+//	                       perAttemptRecvTimeout         perAttemptRecvTimeout
+//	narrow one call      Override(o), a call option;   NewOverrideContext(ctx, o);   NewOverrideContext(ctx, o);
+//	                       loosening it takes            loosening it takes            loosening it takes
+//	                       WithTrustedOverrides          WithTrustedOverrides          WithTrustedOverrides
 //	time, in tests       WithClock, WithRandom         WithClock, WithRandom         WithClock, WithRandom
 //
 // So, in each of them: count a call's attempts with CountAttempts (the
@@ -68,7 +73,10 @@
 // refuses it a retry or hedge. Server pushback is the server's own word on
 // when, or whether, to retry. A call is committed once it cannot be
 // replayed (its response has started, or its request outgrew the replay
-// buffer), and no further attempt is made.
+// buffer), and no further attempt is made. An attempt that has not
+// committed within the per-attempt timeout is cut and, within the policy,
+// retried; its error unwraps to [ErrAttemptTimeout]. An [Override] narrows
+// the policy of one call.
 //
 // When a call gives up, its error unwraps to an [*Error] holding the number
 // of attempts, the last attempt's error, and the Reason, one of
