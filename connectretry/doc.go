@@ -24,6 +24,10 @@
 //     Their messages go to the network as the application sends them;
 //     replaying them would mean holding all of them.
 //
+// [WithPerAttemptTimeout] (or the retryPolicy's perAttemptRecvTimeout) cuts
+// and retries an attempt of a unary call or server stream that has not
+// answered in time, and [NewOverrideContext] narrows one call's policy.
+//
 // Interceptors listed after this one in connect.WithInterceptors run once
 // per attempt; those before it once per call.
 //

@@ -10,6 +10,10 @@
 // [rebound.DoValue] with the Smithy standard strategy, or [rebound.Hedge]
 // with [WithHedging]. Whether a request may be sent twice follows RFC 9110's
 // idempotent methods and the Idempotency-Key header ([Idempotent]).
+// [WithPerAttemptTimeout] cuts and retries an attempt whose response
+// headers have not arrived in time (a request that may have reached the
+// server only when it is idempotent), and [NewOverrideContext] narrows the
+// policy of one request.
 //
 // [CountAttempts] reports how many attempts a request made, hedges
 // included. When attempts run out on a retryable status, the last
