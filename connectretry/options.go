@@ -126,7 +126,9 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // backoff, and stops when the attempt commits: when a unary call returns,
 // or a server stream's response headers, first message or end arrive. A
 // stream whose response has started is never cut, however long its first
-// message takes. A unary attempt's deadline is the earlier of its
+// message takes; but connect tells of a response only when the
+// application reads it, so a stream left unread for longer than d is cut,
+// and sent again once the application reads. A unary attempt's deadline is the earlier of its
 // start plus d and the call's deadline, and goes to the server with the
 // request (Connect-Timeout-Ms or grpc-timeout), so the server drops work
 // the client has given up on; a stream keeps the call's deadline on the
