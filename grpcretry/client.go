@@ -61,6 +61,10 @@ type target struct {
 	gate     *adaptive.Gate        // the adaptive throttle; nil without WithAdaptiveThrottle
 	limit    *ratelimit.Gate       // the adaptive rate limit; nil without WithAdaptiveRateLimit
 	policies sync.Map              // *serviceconfig.MethodConfig -> *policyEntry
+
+	methods    sync.Map                    // full method name -> *methodEntry
+	nmethods   atomic.Int32                // entries in methods, up to maxMethods
+	lastMethod atomic.Pointer[methodEntry] // the entry of the latest call
 }
 
 // policyEntry is the strategy of one method config on one target: retry or

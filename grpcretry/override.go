@@ -20,32 +20,41 @@ import (
 type callPolicy struct {
 	mc      *serviceconfig.MethodConfig
 	timeout time.Duration
-	fresh   bool // mc is the call's own: its strategy must not be kept
+	fresh   bool         // mc is the call's own: its strategy must not be kept
+	m       *methodEntry // the method's, before the override
 }
 
-// resolve returns the policy of a call of method on cc that carries ov
-// (nil for none). A clamped override is logged.
-func (c *Client) resolve(ctx context.Context, method string, cc *grpc.ClientConn, ov *rebound.Override) (callPolicy, error) {
-	c.await(ctx, cc)
-	mc := c.target(cc).cfg.MethodConfig(method)
+// resolve returns the target of cc and the policy of a call of method on
+// it that carries ov (nil for none). A clamped override is logged.
+func (c *Client) resolve(ctx context.Context, method string, cc *grpc.ClientConn, ov *rebound.Override) (*target, callPolicy, error) {
+	t := c.target(cc)
+	if t.src != nil && !t.settled.Load() {
+		// The conn's resolver may not have spoken yet.
+		c.await(ctx, cc)
+		t = c.target(cc)
+	}
+	m := c.method(t, method)
 	if ov == nil {
-		return callPolicy{mc: mc, timeout: c.opts.Timeout(mc)}, nil
+		return t, callPolicy{mc: m.mc, timeout: m.timeout, m: m}, nil
 	}
 	if err := override.Validate(*ov); err != nil {
-		return callPolicy{}, status.Error(codes.InvalidArgument, "grpcretry: "+err.Error())
+		return t, callPolicy{}, status.Error(codes.InvalidArgument, "grpcretry: "+err.Error())
 	}
-	omc, timeout, clamped := c.opts.Override(mc, *ov)
+	omc, timeout, clamped := c.opts.Override(m.mc, *ov)
 	if len(clamped) > 0 {
-		c.rec.Log(ctx, "rebound: override clamped to the service config", method, c.target(cc).uri,
+		c.rec.Log(ctx, "rebound: override clamped to the service config", method, t.uri,
 			slog.Any("fields", clamped), slog.Bool("trusted", c.opts.TrustedOverrides))
 	}
-	return callPolicy{mc: omc, timeout: timeout, fresh: omc != mc}, nil
+	return t, callPolicy{mc: omc, timeout: timeout, fresh: omc != m.mc, m: m}, nil
 }
 
 // policyFor returns the strategy of a call's policy on t.
 func (c *Client) policyFor(t *target, cp callPolicy) *policyEntry {
-	if cp.fresh {
+	switch {
+	case cp.fresh:
 		return c.newPolicy(t, cp.mc)
+	case cp.m != nil && cp.m.policy != nil:
+		return cp.m.policy
 	}
 	return c.policy(t, cp.mc)
 }

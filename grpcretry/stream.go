@@ -69,27 +69,26 @@ func (c *Client) StreamClientInterceptor() grpc.StreamClientInterceptor {
 }
 
 func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	if c.opts.rateLimit != nil {
-		streamer = limitedStreamer(c.target(cc).limit, streamer)
-	}
-	if c.opts.adaptiveThrottle != nil {
-		streamer = gatedStreamer(c.target(cc).gate, streamer)
-	}
 	n, ov, opts := callOptions(opts)
-	cp, err := c.resolve(ctx, method, cc, ov)
+	t, cp, err := c.resolve(ctx, method, cc, ov)
 	if err != nil {
 		return nil, err
+	}
+	if c.opts.rateLimit != nil {
+		streamer = limitedStreamer(t.limit, streamer)
+	}
+	if c.opts.adaptiveThrottle != nil {
+		streamer = gatedStreamer(t.gate, streamer)
 	}
 	mc := cp.mc
 	callCtx, cancel, opts := callSettings(ctx, mc, opts)
 	if c.opts.Disabled || mc == nil || (mc.RetryPolicy == nil && mc.HedgingPolicy == nil) {
 		var th *rebound.Throttle
-		if c.target(cc).cfg.RetryThrottling != nil && !c.opts.Disabled {
-			th = c.target(cc).throttle
+		if t.cfg.RetryThrottling != nil && !c.opts.Disabled {
+			th = t.throttle
 		}
 		return once(callCtx, callCtx != ctx, cancel, th, n, desc, cc, method, streamer, opts)
 	}
-	t := c.target(cc)
 	p := c.policyFor(t, cp)
 	if p.err != nil {
 		cancel()

@@ -41,16 +41,16 @@ func (c *Client) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 }
 
 func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	if c.opts.rateLimit != nil {
-		invoker = limitedInvoker(c.target(cc).limit, invoker)
-	}
-	if c.opts.adaptiveThrottle != nil {
-		invoker = gatedInvoker(c.target(cc).gate, invoker)
-	}
 	n, ov, opts := callOptions(opts)
-	cp, err := c.resolve(ctx, method, cc, ov)
+	t, cp, err := c.resolve(ctx, method, cc, ov)
 	if err != nil {
 		return err
+	}
+	if c.opts.rateLimit != nil {
+		invoker = limitedInvoker(t.limit, invoker)
+	}
+	if c.opts.adaptiveThrottle != nil {
+		invoker = gatedInvoker(t.gate, invoker)
 	}
 	mc := cp.mc
 	ctx, cancel, opts := callSettings(ctx, mc, opts)
@@ -59,12 +59,11 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 		if n != nil {
 			*n = 1
 		}
-		if c.target(cc).cfg.RetryThrottling != nil && !c.opts.Disabled {
-			return c.unpoliced(ctx, method, req, reply, cc, invoker, opts)
+		if t.cfg.RetryThrottling != nil && !c.opts.Disabled {
+			return c.unpoliced(ctx, t, method, req, reply, cc, invoker, opts)
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	t := c.target(cc)
 	p := c.policyFor(t, cp)
 	if p.err != nil {
 		return status.Error(codes.Internal, "grpcretry: "+method+": "+p.err.Error())
@@ -111,7 +110,11 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	if n != nil {
 		*n = u.attempts
 	}
-	c.record(ctx, method, t.uri, u.tr, u.attempts, false, err)
+	if err == nil && u.tr == nil && u.attempts == 1 && cp.m != nil {
+		c.succeeded(cp.m)
+	} else {
+		c.record(ctx, method, t.uri, u.tr, u.attempts, false, err)
+	}
 	err = u.result(ctx, err)
 	endCall(span, err)
 	for _, f := range onFinish {
@@ -122,8 +125,7 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 
 // unpoliced makes a call that no policy governs once, and counts it
 // against the throttle of its server name (see a6.CountUnpoliced).
-func (c *Client) unpoliced(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
-	t := c.target(cc)
+func (c *Client) unpoliced(ctx context.Context, t *target, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
 	if t.throttle == nil {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}

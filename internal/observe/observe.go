@@ -238,6 +238,28 @@ func (r *Recorder) method(name string) *counters {
 	return v.(*counters)
 }
 
+// Method is the handle of one method's statistics, from [Recorder.Method].
+// The zero value, from a nil Recorder, records nothing.
+type Method struct{ c *counters }
+
+// Method returns the handle of method name's statistics, for a caller that
+// keeps it so as not to look the method up on every call.
+func (r *Recorder) Method(name string) Method {
+	if r == nil {
+		return Method{}
+	}
+	return Method{r.method(name)}
+}
+
+// Succeeded records a call of m that succeeded at its first attempt with
+// nothing else to tell (no transparent retry, no tracker): what End
+// records for it, which is nothing but the call.
+func (m Method) Succeeded() {
+	if m.c != nil {
+		m.c.calls.Add(1)
+	}
+}
+
 // End records a finished call.
 func (r *Recorder) End(ctx context.Context, c *Call) {
 	if r == nil {

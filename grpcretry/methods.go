@@ -1,0 +1,69 @@
+package grpcretry
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/rebound-go/rebound/internal/observe"
+	"github.com/rebound-go/rebound/serviceconfig"
+)
+
+// methodEntry is what every call of one method on one target starts from,
+// resolved once rather than on each call: the method config, its
+// per-attempt timeout, its strategy and its statistics. A target is made
+// anew when the resolver delivers a new config, and its entries with it.
+type methodEntry struct {
+	name    string
+	mc      *serviceconfig.MethodConfig
+	timeout time.Duration
+	policy  *policyEntry                   // nil unless mc retries or hedges and c is enabled
+	stats   atomic.Pointer[observe.Method] // made at the first call that succeeds at once
+}
+
+// maxMethods bounds the entries one target keeps: a conn that calls more
+// methods resolves the others on each call.
+const maxMethods = 1024
+
+// method returns the entry of name on t.
+func (c *Client) method(t *target, name string) *methodEntry {
+	if m := t.lastMethod.Load(); m != nil && m.name == name {
+		return m
+	}
+	if v, ok := t.methods.Load(name); ok {
+		m := v.(*methodEntry)
+		t.lastMethod.Store(m)
+		return m
+	}
+	m := c.newMethodEntry(t, name)
+	if t.nmethods.Load() >= maxMethods {
+		return m
+	}
+	if v, loaded := t.methods.LoadOrStore(name, m); loaded {
+		m = v.(*methodEntry)
+	} else {
+		t.nmethods.Add(1)
+	}
+	t.lastMethod.Store(m)
+	return m
+}
+
+func (c *Client) newMethodEntry(t *target, name string) *methodEntry {
+	mc := t.cfg.MethodConfig(name)
+	m := &methodEntry{name: name, mc: mc, timeout: c.opts.Timeout(mc)}
+	if !c.opts.Disabled && mc != nil && (mc.RetryPolicy != nil || mc.HedgingPolicy != nil) {
+		m.policy = c.policy(t, mc)
+	}
+	return m
+}
+
+// succeeded records a call of m that succeeded at its first attempt, with
+// nothing else to tell: what [Client.record] records for it.
+func (c *Client) succeeded(m *methodEntry) {
+	s := m.stats.Load()
+	if s == nil {
+		h := c.rec.Method(m.name)
+		s = &h
+		m.stats.Store(s)
+	}
+	s.Succeeded()
+}
