@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 
@@ -294,4 +295,44 @@ func TestResolvedConfigsReleased(t *testing.T) {
 		t.Fatal("no resolver config kept while the conns were in use")
 	}
 	settle(t, func() bool { return grpcretry.Targets(c) == 0 && grpcretry.Resolved(c) == 0 })
+}
+
+// A config the resolver delivers and rebound rejects leaves grpc-go's part
+// of the last good one in force too: grpc-go is handed the state without a
+// config, and keeps the loadBalancingConfig it had (round_robin) rather
+// than taking the rejected config's (pick_first) or its default.
+func TestResolverRejectedConfigKeepsBalancer(t *testing.T) {
+	ok := grpctest.Handlers{Unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		return &testpb.SimpleResponse{}, nil
+	}}
+	a, b := grpctest.Start(t, ok), grpctest.Start(t, ok)
+	addrs := []resolver.Address{{Addr: a.Addr}, {Addr: b.Addr}}
+	roundRobin := policyJSON(3, `,"loadBalancingConfig":[{"round_robin":{}}]`)
+	r := manual.NewBuilderWithScheme(fmt.Sprint("rebound-sc-", resolverSchemes.Add(1)))
+	r.BuildCallback = func(_ resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) {
+		r.InitialState(resolver.State{Addresses: addrs, ServiceConfig: cc.ParseServiceConfig(roundRobin)})
+	}
+	tc, c := dialResolved(t, r, nil, []grpcretry.Option{grpcretry.WithLogger(slog.New(slog.DiscardHandler))})
+	call := func() {
+		t.Helper()
+		if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// round_robin reaches both backends once both are ready.
+	waitFor(t, func() bool { call(); return a.Count(grpctest.UnaryCall) > 0 && b.Count(grpctest.UnaryCall) > 0 })
+	r.UpdateState(resolver.State{Addresses: addrs, ServiceConfig: r.CC().ParseServiceConfig(policyJSON(1, `,"loadBalancingConfig":[{"pick_first":{}}]`))})
+	if c.ResolverConfigErrors() != 1 {
+		t.Fatalf("%d configs rejected, want 1", c.ResolverConfigErrors())
+	}
+	for range 20 { // time for a balancer switch, were there one
+		call()
+	}
+	na, nb := a.Count(grpctest.UnaryCall), b.Count(grpctest.UnaryCall)
+	for range 20 {
+		call()
+	}
+	if da, db := a.Count(grpctest.UnaryCall)-na, b.Count(grpctest.UnaryCall)-nb; da != 10 || db != 10 {
+		t.Fatalf("after the rejected config, 20 calls went %d and %d to the backends, want 10 and 10 (round_robin kept)", da, db)
+	}
 }
