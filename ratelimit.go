@@ -129,8 +129,10 @@ func (r Reservation) Delay(now time.Time) time.Duration { return max(0, r.at.Sub
 //     again for every one of a burst of throttles and fall to the
 //     minimum rate.
 //   - A server's explicit wait (Retry-After, pushback, RetryInfo) holds
-//     the rate at its cut value until the wait has passed: the climb does
-//     not probe a server that said it is not ready.
+//     the rate at its cut value until the wait has passed, and the climb
+//     starts from there: it does not probe a server that said it is not
+//     ready, and it reaches the old rate that much later, which is fewer
+//     throttles per second.
 //
 // The bucket holds at most a tenth of a second of tokens (at least one),
 // where the AWS SDKs hold a second: a rate-limited server usually allows
@@ -152,6 +154,12 @@ type RateLimiter struct {
 	tokens float64   // may be negative: reserved ahead
 	last   time.Time // when tokens was last brought up to date
 	latest time.Time // the latest reservation's time
+	lastGo time.Time // when the last waiting attempt went
+
+	// Until a half-second has been measured: the attempts sent, from
+	// firstSent.
+	sent      int64
+	firstSent time.Time
 
 	// The measured rates, per half-second bucket, smoothed.
 	first          time.Time // the first answer
@@ -185,6 +193,12 @@ func NewRateLimiter(c AdaptiveRateLimit) (*RateLimiter, error) {
 func (l *RateLimiter) Reserve(now time.Time) Reservation {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.measured {
+		if l.sent == 0 {
+			l.firstSent = now
+		}
+		l.sent++
+	}
 	if !l.enabled {
 		return Reservation{at: now, cut: l.cuts}
 	}
@@ -193,6 +207,13 @@ func (l *RateLimiter) Reserve(now time.Time) Reservation {
 	at := now
 	if l.tokens < 0 {
 		at = now.Add(seconds(-l.tokens / l.rate))
+		// After the rate rose, the debt is worth less time than the
+		// reservations already given out: the new one goes after the
+		// last of them, not among them as a burst.
+		if next := l.latest.Add(seconds(1 / l.rate)); l.latest.After(now) && at.Before(next) {
+			at = next
+			l.tokens = -next.Sub(now).Seconds() * l.rate
+		}
 	}
 	if at.After(l.latest) {
 		l.latest = at
@@ -237,7 +258,7 @@ func (l *RateLimiter) Observe(r Reservation, now time.Time, f RateFeedback) {
 	var next float64
 	switch {
 	case f.Throttled && (!l.enabled || r.cut == l.cuts):
-		next = l.cut(now)
+		next = l.cut(now, f.Wait)
 	case !l.enabled:
 		return
 	default:
@@ -246,31 +267,63 @@ func (l *RateLimiter) Observe(r Reservation, now time.Time, f RateFeedback) {
 	l.setRate(now, min(next, 2*l.sendRate(now)))
 }
 
-// cut starts a new CUBIC round at now and returns the rate to use.
-func (l *RateLimiter) cut(now time.Time) float64 {
+// cut starts a new CUBIC round at now and returns the rate to use. The
+// climb starts once the server's wait has passed.
+func (l *RateLimiter) cut(now time.Time, wait time.Duration) float64 {
 	ref := l.sendRate(now)
 	if l.enabled {
-		ref = min(ref, l.rate)
+		l.refill(now)
+		if l.tokens < 1 {
+			// Attempts wait for tokens: the client sends at the
+			// bucket's rate, which the smoothed measure lags.
+			ref = l.rate
+		} else {
+			ref = min(ref, l.rate)
+		}
 	}
 	// What the server accepted is its limit for this client: when it
-	// refused part of what was sent, that is the better reference.
-	if l.measured && l.acRate > 0 {
+	// refused more of the answers than a cut takes off, that is the
+	// reference, and one cut lands under the limit.
+	if l.measured && l.acRate < l.txRate*l.c.Beta {
 		ref = min(ref, l.acRate)
 	}
 	l.wMax = ref
 	l.k = math.Cbrt(ref * (1 - l.c.Beta) / l.c.ScaleConstant)
-	l.cutAt = now
+	l.cutAt = now.Add(max(wait, 0))
 	l.cuts++
 	if !l.enabled {
 		l.enabled, l.last, l.latest = true, now, now
 	}
+	// The attempts waiting were given times at the old rate; they take
+	// new ones (see Current), so their debt is forgiven.
+	l.tokens, l.latest = max(l.tokens, 0), now
 	return ref * l.c.Beta
+}
+
+// Ready reports whether the attempt that waited for r may go at now; if
+// not, it takes a new reservation. It may not when a cut came after r was
+// taken (r's time was set at the old rate: a cut applies at once to the
+// attempts already waiting, rather than after they have gone at the old
+// rate), nor when another waiting attempt went less than half a
+// reservation's spacing before (its wait ended late, as timers do on a
+// busy machine, and the two would reach the server as a burst).
+func (l *RateLimiter) Ready(r Reservation, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !r.paid {
+		return true
+	}
+	if r.cut != l.cuts || now.Sub(l.lastGo).Seconds() < 0.5/l.rate {
+		return false
+	}
+	l.lastGo = now
+	return true
 }
 
 // climb returns CUBIC's rate at now, held at the cut value while the
 // server's explicit wait lasts.
 func (l *RateLimiter) climb(now time.Time) float64 {
-	t := now.Sub(l.cutAt).Seconds()
+	t := max(now.Sub(l.cutAt).Seconds(), 0)
 	r := l.c.ScaleConstant*math.Pow(t-l.k, 3) + l.wMax
 	if now.Before(l.holdTill) {
 		r = min(r, l.wMax*l.c.Beta)
@@ -278,13 +331,15 @@ func (l *RateLimiter) climb(now time.Time) float64 {
 	return r
 }
 
-// sendRate returns the measured rate of answers: smoothed once a
-// half-second has closed, else the answers so far over at least a second.
+// sendRate returns the measured rate of answers, smoothed, once a
+// half-second has closed. Before, it is the attempts sent so far over at
+// least a second: a burst's throttles can come back before any of its
+// successes, and the answers alone would then say the client sent one.
 func (l *RateLimiter) sendRate(now time.Time) float64 {
 	if l.measured {
 		return l.txRate
 	}
-	return float64(l.count) / max(now.Sub(l.first).Seconds(), 1)
+	return float64(max(l.sent, l.count)) / max(now.Sub(l.firstSent).Seconds(), 1)
 }
 
 // measure counts an answer at now in the measured rates.

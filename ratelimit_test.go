@@ -165,19 +165,23 @@ func TestRateLimiterConverges(t *testing.T) {
 }
 
 // TestRateLimiterHold: the server's explicit wait holds the rate at its
-// cut value until it has passed; then it climbs.
+// cut value until it has passed; then the climb starts, reaching the old
+// rate K seconds later.
 func TestRateLimiterHold(t *testing.T) {
 	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
 	feed(l, 0, 2, 10, false)
 	r := l.Reserve(at(2))
 	l.Observe(r, at(2), rebound.RateFeedback{Throttled: true, Wait: 3 * time.Second})
-	feed(l, 2, 4.9, 10, false)
+	feed(l, 2, 4.95, 10, false)
 	if got := l.Rate(); !near(got, 7) {
 		t.Fatalf("rate %v within the server's wait, want it held at 7", got)
 	}
-	feed(l, 4.9, 5.2, 10, false)
-	if got := l.Rate(); !(got > 9.9) {
-		t.Fatalf("rate %v after the server's wait, want the curve's (above 9.9)", got)
+	k := math.Cbrt(10 * 0.3 / 0.4)
+	feed(l, 4.95, 5+k, 10, false)
+	r = l.Reserve(at(5 + k))
+	l.Observe(r, at(5+k), rebound.RateFeedback{})
+	if got := l.Rate(); !near(got, 10) {
+		t.Fatalf("rate %v K after the server's wait, want 10", got)
 	}
 }
 
@@ -225,5 +229,27 @@ func TestRateLimiterBounded(t *testing.T) {
 func TestErrRateLimited(t *testing.T) {
 	if !errors.Is(rebound.ErrRateLimited, rebound.ErrRejectedLocally) || !errors.Is(rebound.ErrRateLimited, rebound.ErrThrottled) {
 		t.Fatal("ErrRateLimited must be a local rejection, so that no strategy retries it")
+	}
+}
+
+// TestRateLimiterReady: an attempt whose wait ended after a cut takes a
+// new turn at the new rate; of two waits that end together, the second
+// takes a new turn rather than reach the server as a burst.
+func TestRateLimiterReady(t *testing.T) {
+	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{MinRate: 10})
+	r := l.Reserve(at(0))
+	l.Observe(r, at(0), rebound.RateFeedback{Throttled: true}) // 10/s
+	a, b := l.Reserve(at(0)), l.Reserve(at(0))
+	if !l.Ready(a, a.Time()) {
+		t.Fatal("the first wait to end was not ready")
+	}
+	late := b.Time().Add(-90 * time.Millisecond) // ends 10ms after a: a burst
+	if l.Ready(b, a.Time().Add(10*time.Millisecond)) {
+		t.Fatalf("a wait ending 10ms after another at 10/s was ready (its time was %v)", late)
+	}
+	c := l.Reserve(at(1))
+	l.Observe(c, at(1), rebound.RateFeedback{Throttled: true})
+	if d := l.Reserve(at(1)); !l.Ready(d, d.Time()) || l.Ready(c, at(1.5)) {
+		t.Fatal("after a cut, the new reservation must be ready and the old one not")
 	}
 }

@@ -71,31 +71,36 @@ type Gate struct {
 // Wait takes a send token and waits for its turn, within ctx. When the
 // turn would come after ctx's deadline it gives the token back and
 // returns rebound.ErrRateLimited at once; when ctx ends first it gives the
-// token back and returns the context's cause. No lock is held while it
-// waits.
+// token back and returns the context's cause. When its turn no longer
+// holds as it ends (see rebound.RateLimiter.Ready) it takes a new one. No
+// lock is held while it waits.
 func (g *Gate) Wait(ctx context.Context) (rebound.Reservation, error) {
 	if g == nil || g.Limiter == nil {
 		return rebound.Reservation{}, nil
 	}
 	clk := g.clock()
-	now := clk.Now()
-	r := g.Limiter.Reserve(now)
-	d := r.Delay(now)
-	if d == 0 {
-		return r, nil
-	}
-	if dl, ok := ctx.Deadline(); ok && r.Time().After(dl) {
-		g.Limiter.Cancel(r, now)
-		return r, rebound.ErrRateLimited
-	}
-	t := clk.NewTimer(d)
-	select {
-	case <-t.C():
-		return r, nil
-	case <-ctx.Done():
-		t.Stop()
-		g.Limiter.Cancel(r, clk.Now())
-		return r, context.Cause(ctx)
+	for {
+		now := clk.Now()
+		r := g.Limiter.Reserve(now)
+		d := r.Delay(now)
+		if d == 0 {
+			return r, nil
+		}
+		if dl, ok := ctx.Deadline(); ok && r.Time().After(dl) {
+			g.Limiter.Cancel(r, now)
+			return r, rebound.ErrRateLimited
+		}
+		t := clk.NewTimer(d)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			g.Limiter.Cancel(r, clk.Now())
+			return r, context.Cause(ctx)
+		}
+		if g.Limiter.Ready(r, clk.Now()) {
+			return r, nil
+		}
 	}
 }
 
