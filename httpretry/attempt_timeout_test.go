@@ -164,6 +164,42 @@ func TestPerAttemptTimeoutNotWritten(t *testing.T) {
 	}
 }
 
+// lateRoundTripper answers its first request only once the request's
+// context has ended, as a response that arrives just as the per-attempt
+// timer fires would, and the others at once. A real server cannot time a
+// response to that instant.
+type lateRoundTripper struct{ n atomic.Int32 }
+
+func (l *lateRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	n := l.n.Add(1)
+	if n == 1 {
+		<-r.Context().Done()
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Request: r,
+		Body: io.NopCloser(strings.NewReader("attempt " + string(rune('0'+n))))}, nil
+}
+
+// TestPerAttemptTimeoutFiredAsResponseCame: a response that comes as the
+// timer fires belongs to a cut attempt, whose context (and so its body) is
+// gone: the attempt is retried, not handed to the caller.
+func TestPerAttemptTimeoutFiredAsResponseCame(t *testing.T) {
+	base := &lateRoundTripper{}
+	tr := httpretry.NewTransport(base, httpretry.WithPerAttemptTimeout(attemptTimeout))
+	if err := tr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: tr}).Get("http://example.test/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); got != "attempt 2" || base.n.Load() != 2 {
+		t.Fatalf("got %q after %d attempts, want attempt 2", got, base.n.Load())
+	}
+	if st := tr.Stats()["GET example.test"]; st.AttemptTimeouts != 1 {
+		t.Fatalf("stats %+v, want 1 attempt timeout", st)
+	}
+}
+
 // TestPerAttemptTimeoutRequestDeadlineFirst: the request's own deadline,
 // when it comes first, is what ends the request.
 func TestPerAttemptTimeoutRequestDeadlineFirst(t *testing.T) {

@@ -106,7 +106,12 @@ func (c *call) timed(r *http.Request) (*http.Response, error, bool) {
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.wrote.Store(true) },
 	})
 	resp, err := c.t.sendWith(r.WithContext(actx), c.idempotent, c.status)
-	timer.Stop()
+	if !timer.Stop() && err == nil {
+		// The timer fired as the response came: its context is gone, and
+		// its body could not be read. It is a cut attempt like any other.
+		resp.Body.Close()
+		err = context.Cause(actx)
+	}
 	if err == nil {
 		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
 		return resp, nil, false
