@@ -27,7 +27,8 @@ type Budget interface {
 // precision A6 gives tokenRatio.
 const milli = 1000
 
-// ThrottleConfig is A6's retryThrottling.
+// ThrottleConfig is A6's retryThrottling. The zero value is not valid:
+// [NewThrottle] needs MaxTokens and TokenRatio.
 type ThrottleConfig struct {
 	// MaxTokens is where token_count starts and its cap, in (0, 1000].
 	MaxTokens int
@@ -122,7 +123,8 @@ func fmtMilli(v int64) string {
 	return strconv.FormatFloat(float64(v)/milli, 'f', -1, 64)
 }
 
-// TokenBucketConfig sets the Smithy/AWS standard retry bucket.
+// TokenBucketConfig sets the Smithy/AWS standard retry bucket. The zero
+// value is not valid; start from [DefaultTokenBucket].
 type TokenBucketConfig struct {
 	// Capacity is where the bucket starts and its cap. Must be > 0.
 	Capacity int

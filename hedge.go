@@ -26,8 +26,8 @@ type HedgingPolicy struct {
 
 // Hedger runs hedged attempts with [Hedge]: it is the [Strategy] of hedging.
 // An error classified [SafetyYes] is non-fatal (the hedge's
-// nonFatalStatusCodes); anything else is fatal. A Hedger is safe for
-// concurrent use.
+// nonFatalStatusCodes); anything else is fatal. Make one with [NewHedger];
+// the zero value is not usable. A Hedger is safe for concurrent use.
 type Hedger struct {
 	p HedgingPolicy
 	s settings

@@ -29,7 +29,8 @@ type CallBudget interface {
 	EndCall()
 }
 
-// RatioBudgetConfig sets a [RatioBudget].
+// RatioBudgetConfig sets a [RatioBudget]. The zero value is not valid;
+// start from [DefaultRatioBudget].
 type RatioBudgetConfig struct {
 	// Ratio is how many retries are allowed per call, over TTL: 0.2 lets
 	// retries add at most 20% to the load the calls make. Must be in
@@ -179,7 +180,8 @@ func (b *RatioBudget) EndRetry() {}
 // EndCall does nothing: a call counts for TTL.
 func (b *RatioBudget) EndCall() {}
 
-// ConcurrencyBudgetConfig sets a [ConcurrencyBudget].
+// ConcurrencyBudgetConfig sets a [ConcurrencyBudget]. The zero value
+// allows no retry at all; start from [DefaultConcurrencyBudget].
 type ConcurrencyBudgetConfig struct {
 	// Percent of the calls in flight that may be retrying at once. Must
 	// be in [0, 100000].

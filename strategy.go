@@ -135,8 +135,9 @@ func beyondDeadline(ctx context.Context, c Clock, d time.Duration) bool {
 // Standard is the Smithy/AWS "standard" retry strategy: up to 5 attempts,
 // exponential backoff with full jitter capped at 20s, a server retry-after
 // hint used as a minimum delay, and a [TokenBucket] that every retry pays
-// into (timeouts pay double). A Standard is safe for concurrent use; share
-// one per client so that its bucket sees all traffic.
+// into (timeouts pay double). Make one with [NewStandard]; the zero value
+// is not usable. A Standard is safe for concurrent use; share one per
+// client so that its bucket sees all traffic.
 type Standard struct {
 	s settings
 }
@@ -256,7 +257,8 @@ func (st *Standard) recordFirstSuccess() {
 	}
 }
 
-// RetryPolicy is A6's retryPolicy.
+// RetryPolicy is A6's retryPolicy. The zero value is not valid:
+// [NewRetrier] needs MaxAttempts and a valid Backoff.
 type RetryPolicy struct {
 	// MaxAttempts counts every attempt, the first included. Must be >= 1.
 	MaxAttempts int
@@ -270,8 +272,9 @@ type RetryPolicy struct {
 // pushback (RetryInfo.HasRetryAfter) sets exactly the delay and resets the
 // exponent; a pushback "stop" (RetryInfo.ServerStop) ends the call. With a
 // [Throttle] budget every retryable failure and every pushback "stop" takes
-// a token, and retries are made only while the throttle allows. A Retrier is
-// safe for concurrent use.
+// a token, and retries are made only while the throttle allows. Make one
+// with [NewRetrier]; the zero value is not usable. A Retrier is safe for
+// concurrent use.
 type Retrier struct {
 	s settings
 }
