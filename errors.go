@@ -212,6 +212,11 @@ func Classify(err error) RetryInfo {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return RetryInfo{}
 	}
+	// The outermost error first, as errors.As would, but without its
+	// allocation: an error a front door marked is the common case.
+	if ri, ok := err.(retryInfoer); ok {
+		return ri.RetryInfo()
+	}
 	var ri retryInfoer
 	if errors.As(err, &ri) {
 		return ri.RetryInfo()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -184,7 +183,7 @@ func (h *hedgedCall) attempt(ctx context.Context, n int) (*hedgeAttempt, error) 
 	a := &h.first
 	if n > 1 {
 		a = &hedgeAttempt{reply: h.newReply()}
-		ctx = metadata.AppendToOutgoingContext(ctx, a6.PreviousAttemptsHeader, strconv.Itoa(n-1))
+		ctx = withPreviousAttempts(ctx, n-1)
 	}
 	opts := append(a.buf[:0], h.opts...)
 	opts = append(opts, grpc.Header(&a.header), grpc.Trailer(&a.trailer))

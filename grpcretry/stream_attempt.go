@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"slices"
-	"strconv"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -109,7 +108,7 @@ func (s *clientStream) open(n int) *attempt {
 		a.actx = ctx
 	}
 	if n > 1 {
-		ctx = metadata.AppendToOutgoingContext(ctx, a6.PreviousAttemptsHeader, strconv.Itoa(n-1))
+		ctx = withPreviousAttempts(ctx, n-1)
 	}
 	ctx, a.span = startAttempt(ctx, s.span, n)
 	if a.span != nil {

@@ -3,7 +3,6 @@ package grpcretry
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
@@ -211,7 +210,7 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	u.attempts++
 	switch {
 	case u.attempts > 1:
-		ctx = metadata.AppendToOutgoingContext(ctx, a6.PreviousAttemptsHeader, strconv.Itoa(u.attempts-1))
+		ctx = withPreviousAttempts(ctx, u.attempts-1)
 		u.tr.Start(u.c.now())
 	case u.tr != nil:
 		u.tr.Start(time.Time{})
