@@ -25,6 +25,9 @@ var interceptorLibs = []interceptorLib{
 	{"rebound", func(tb testing.TB, c unaryCase) (grpc.UnaryClientInterceptor, bool) {
 		return reboundClient(tb, c).UnaryClientInterceptor(), true
 	}},
+	{"rebound-hedge", func(tb testing.TB, c unaryCase) (grpc.UnaryClientInterceptor, bool) {
+		return reboundHedgeClient(tb).UnaryClientInterceptor(), true
+	}},
 	{"bare", func(_ testing.TB, c unaryCase) (grpc.UnaryClientInterceptor, bool) {
 		return nil, c.failEvery == 0
 	}},

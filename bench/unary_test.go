@@ -45,6 +45,16 @@ func retryServiceConfig(throttled bool) string {
 	return sc + "}"
 }
 
+// hedgeServiceConfig is rebound's hedgingPolicy for the same methods:
+// maxAttempts, UNAVAILABLE non-fatal (the next hedge goes at once), and a
+// hedgingDelay of 1s that no call here reaches, so that a call that
+// succeeds at once never hedges: what a hedged call costs when its hedge
+// does not fire.
+func hedgeServiceConfig() string {
+	return fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],"hedgingPolicy":{
+		"maxAttempts":%d,"hedgingDelay":"1s","nonFatalStatusCodes":["UNAVAILABLE"]}}]}`, testService, maxAttempts)
+}
+
 // A unaryCase is one row of BenchmarkUnary.
 type unaryCase struct {
 	name string
@@ -84,6 +94,11 @@ var grpcLibs = []grpcLib{
 	{"rebound", func(tb testing.TB, c unaryCase) ([]grpc.DialOption, bool) {
 		return reboundClient(tb, c).DialOptions(), true
 	}},
+	// rebound under a hedgingPolicy (no peer hedges unary gRPC calls;
+	// grpc-go parses hedgingPolicy but does not act on it).
+	{"rebound-hedge", func(tb testing.TB, c unaryCase) ([]grpc.DialOption, bool) {
+		return reboundHedgeClient(tb).DialOptions(), !c.budget
+	}},
 	// bare grpc-go does not retry: it can only do the success case.
 	{"bare", func(_ testing.TB, c unaryCase) ([]grpc.DialOption, bool) {
 		return []grpc.DialOption{grpc.WithDisableRetry()}, c.failEvery == 0
@@ -104,6 +119,19 @@ var grpcLibs = []grpcLib{
 // reboundClient reads retryServiceConfig into a grpcretry.Client.
 func reboundClient(tb testing.TB, c unaryCase) *grpcretry.Client {
 	cfg, err := serviceconfig.Parse([]byte(retryServiceConfig(c.budget)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cl, err := grpcretry.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cl
+}
+
+// reboundHedgeClient reads hedgeServiceConfig into a grpcretry.Client.
+func reboundHedgeClient(tb testing.TB) *grpcretry.Client {
+	cfg, err := serviceconfig.Parse([]byte(hedgeServiceConfig()))
 	if err != nil {
 		tb.Fatal(err)
 	}
