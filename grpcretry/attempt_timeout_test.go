@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -306,6 +308,39 @@ func TestPerAttemptTimeoutStartsAfterBackoff(t *testing.T) {
 		if got := c.Stats()[m].AttemptTimeouts; got != 1 {
 			t.Errorf("%s: %d attempt timeouts, want 1 (the first attempt's)", m, got)
 		}
+	}
+}
+
+// TestPerAttemptTimeoutObserved: cut attempts count in the metric
+// counter and the decision log, as in Stats.
+func TestPerAttemptTimeoutObserved(t *testing.T) {
+	srv := grpctest.Start(t, hangFirst(2, nil))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	var logs syncBuffer
+	tc, _ := client(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(attemptTimeout),
+		grpcretry.WithMeterProvider(mp), grpcretry.WithLogger(debugLogger(&logs)))
+	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x")); err != nil {
+		t.Fatal(err)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var cut int64 = -1
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "grpc.client.call.attempt_timeouts" && len(s.DataPoints) == 1 {
+				cut = s.DataPoints[0].Value
+			}
+		}
+	}
+	if cut != 2 {
+		t.Fatalf("grpc.client.call.attempt_timeouts = %d, want 2", cut)
+	}
+	if n := strings.Count(logs.String(), "rebound: per-attempt timeout, retry scheduled"); n != 2 {
+		t.Fatalf("%d records of a cut attempt retried, want 2:\n%s", n, logs.String())
 	}
 }
 
