@@ -41,9 +41,11 @@
 //	http.client.request.retry_delay              histogram s        time with no attempt in flight
 //	http.client.request.retries_throttled        counter   {retry}  requests whose retry the budget refused
 //	http.client.request.retries_pushback_stopped counter   {retry}  requests a strategy stopped on pushback
+//	http.client.request.attempt_timeouts         counter   {attempt} attempts cut by WithPerAttemptTimeout
 //
 // They are grpcretry's and connectretry's grpc.client.call.retries, .hedges,
-// .retry_delay, .retries_throttled and .retries_pushback_stopped; HTTP has
+// .retry_delay, .retries_throttled, .retries_pushback_stopped and
+// .attempt_timeouts; HTTP has
 // no transparent retries. Their attributes are the conventions':
 // http.request.method (a method the conventions do not know is "_OTHER"),
 // server.address and server.port (the request URL's host, and its port or
