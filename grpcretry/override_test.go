@@ -44,10 +44,6 @@ func debugLogger(w *syncBuffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-func alwaysFail(code codes.Code) grpctest.Handlers {
-	return failFirst(1<<30, code)
-}
-
 func TestOverride(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
