@@ -97,6 +97,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.Adaptive.Window, "adaptive-window", c.Adaptive.Window, "adaptive throttle: window (0 for 2m)")
 	fs.Float64Var(&c.RetryShare, "retry-share", c.RetryShare, "shedder: share of recent attempts it may refuse and still invite retries")
 	fleet := fs.Bool("fleet", false, "print the fleet-scale table instead: 50 x 20 and 10,000 x 0.1 req/s, full outage and 50% brownout, every policy")
+	rateLimited := fs.Bool("ratelimited", false, "print the rate-limited API table instead: a server at 20 req/s, one process and ten sharing it, every client policy")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, simAbout)
 		fs.PrintDefaults()
@@ -113,6 +114,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *fleet {
 		return runFleet(ctx, c, stdout, stderr)
+	}
+	if *rateLimited {
+		return runRateLimited(ctx, c.Seed, stdout, stderr)
 	}
 	report, err := sim.Run(ctx, c)
 	var fe *sim.FieldError

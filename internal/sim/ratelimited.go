@@ -1,0 +1,444 @@
+package sim
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/rebound-go/rebound"
+)
+
+// This file is the "rate-limited API" scenario of issue 24: processes
+// calling a server that accepts a fixed rate with a small burst (a token
+// bucket, as a reverse proxy's limiter) and refuses the rest with an
+// explicit wait (503 + Retry-After, RESOURCE_EXHAUSTED + pushback). Each
+// process runs workers in a closed loop: a worker makes one call at a
+// time, each with its own deadline. Time is virtual and the run is
+// deterministic for a seed.
+
+// RatePolicy is a client policy of the rate-limited scenario.
+type RatePolicy int
+
+// The rate-limited scenario's policies.
+const (
+	// RateNoRetries sends each call once.
+	RateNoRetries RatePolicy = iota
+	// RateRetries retries a refused attempt after the server's wait (and
+	// at least the backoff), up to MaxAttempts, as rebound's clients do
+	// by default.
+	RateRetries
+	// RateAWS adds the AWS SDKs' adaptive retry mode (its CUBIC token
+	// bucket, reimplemented with its constants) to RateRetries.
+	RateAWS
+	// RateOracle paces each process at its exact share of the server's
+	// rate, and never retries.
+	RateOracle
+	// RateRebound adds rebound's adaptive rate limit
+	// (rebound.RateLimiter, the real one) to RateRetries.
+	RateRebound
+)
+
+// RatePolicies lists the rate-limited scenario's policies in table order.
+var RatePolicies = [...]RatePolicy{RateNoRetries, RateRetries, RateAWS, RateOracle, RateRebound}
+
+func (p RatePolicy) String() string {
+	switch p {
+	case RateNoRetries:
+		return "no retries"
+	case RateRetries:
+		return "retries"
+	case RateAWS:
+		return "AWS adaptive"
+	case RateOracle:
+		return "oracle"
+	case RateRebound:
+		return "rebound rate limit"
+	}
+	return fmt.Sprintf("RatePolicy(%d)", int(p))
+}
+
+// RateScenario is one row of the rate-limited table.
+type RateScenario struct {
+	Name string
+	// Processes share the server's limit; each has Workers.
+	Processes, Workers int
+	// Calls per process; with Duration, calls start until Duration has
+	// passed instead.
+	Calls    int
+	Duration time.Duration
+	// Limit is the server's rate in requests per second, Burst its burst.
+	Limit float64
+	Burst float64
+	// Wait is the server's explicit wait on a refusal.
+	Wait time.Duration
+	// Deadline of each call.
+	Deadline time.Duration
+	// MaxAttempts of the retrying policies.
+	MaxAttempts int
+}
+
+// RateScenarios are the rows of `rebound sim -ratelimited`: issue 24's
+// benchmark (one process, 20 workers, 200 calls against 20 req/s with a
+// burst of 2), and ten processes sharing that limit.
+var RateScenarios = []RateScenario{
+	{Name: "1 process x 20 workers", Processes: 1, Workers: 20, Calls: 200, Limit: 20, Burst: 2, Wait: time.Second, Deadline: 10 * time.Second, MaxAttempts: 3},
+	{Name: "10 processes x 2 workers, 60s", Processes: 10, Workers: 2, Duration: 60 * time.Second, Limit: 20, Burst: 2, Wait: time.Second, Deadline: 10 * time.Second, MaxAttempts: 3},
+}
+
+// RateResult is one policy's outcome in a RateScenario.
+type RateResult struct {
+	Policy RatePolicy
+	// Succeeded is the share of calls that succeeded.
+	Succeeded float64
+	// Load is the requests the server saw per call made.
+	Load float64
+	// Elapsed is when the last call ended.
+	Elapsed time.Duration
+	// MinShare and MaxShare are the least and the most any process got
+	// of the server's accepted requests over the second half of the run,
+	// in units of a fair share (1 is Limit/Processes): 1 and 1 is fair.
+	MinShare, MaxShare float64
+}
+
+// rtt is the time from sending an attempt to its answer.
+const rtt = 2 * time.Millisecond
+
+// RunRateLimited runs every policy on s with seed, in policy order.
+func RunRateLimited(ctx context.Context, s RateScenario, seed uint64) ([]RateResult, error) {
+	if s.Processes < 1 || s.Workers < 1 || (s.Calls < 1) == (s.Duration <= 0) || s.Duration > time.Hour || !(s.Limit > 0) || !(s.Burst >= 1) || s.Deadline <= 0 || s.MaxAttempts < 1 ||
+		s.Processes*s.Calls > 100_000 {
+		return nil, fmt.Errorf("sim: invalid rate-limited scenario %+v", s)
+	}
+	var out []RateResult
+	for _, p := range RatePolicies {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r, err := runRate(s, p, seed)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// rateEvent is something that happens at a virtual time.
+type rateEvent struct {
+	at  time.Time
+	seq int64
+	do  func(now time.Time)
+}
+
+type rateEvents []*rateEvent
+
+func (e rateEvents) Len() int { return len(e) }
+func (e rateEvents) Less(i, j int) bool {
+	if !e[i].at.Equal(e[j].at) {
+		return e[i].at.Before(e[j].at)
+	}
+	return e[i].seq < e[j].seq
+}
+func (e rateEvents) Swap(i, j int) { e[i], e[j] = e[j], e[i] }
+func (e *rateEvents) Push(x any)   { *e = append(*e, x.(*rateEvent)) }
+func (e *rateEvents) Pop() any {
+	old := *e
+	x := old[len(old)-1]
+	*e = old[:len(old)-1]
+	return x
+}
+
+// rateRun is the state of one policy's run.
+type rateRun struct {
+	s      RateScenario
+	p      RatePolicy
+	q      rateEvents
+	seq    int64
+	rng    *rand.Rand
+	t0     time.Time
+	tokens float64 // the server's bucket
+	last   time.Time
+	seen   int64
+	ok     int64
+	calls  int64
+	end    time.Time
+	// accepted[i] counts process i's accepted requests in the second
+	// half of the run (see the caller).
+	acceptedAt [][]time.Time
+}
+
+func (r *rateRun) after(at time.Time, do func(time.Time)) {
+	r.seq++
+	heap.Push(&r.q, &rateEvent{at: at, seq: r.seq, do: do})
+}
+
+// serve is the server's limiter: it reports whether it accepts a request
+// at now.
+func (r *rateRun) serve(now time.Time) bool {
+	r.seen++
+	r.tokens = math.Min(r.s.Burst, r.tokens+now.Sub(r.last).Seconds()*r.s.Limit)
+	r.last = now
+	if r.tokens >= 1 {
+		r.tokens--
+		return true
+	}
+	return false
+}
+
+// proc is one process: its limiter, if its policy has one.
+type proc struct {
+	id    int
+	calls int // left to start
+	reb   *rebound.RateLimiter
+	aws   *awsLimiter
+	next  time.Time // the oracle's next send
+}
+
+func runRate(s RateScenario, p RatePolicy, seed uint64) (RateResult, error) {
+	r := &rateRun{s: s, p: p, rng: rand.New(rand.NewPCG(seed, uint64(p))), t0: time.Unix(1_000_000, 0), tokens: s.Burst}
+	r.last = r.t0
+	r.acceptedAt = make([][]time.Time, s.Processes)
+	for i := range s.Processes {
+		// The oracle's processes take turns: each sends at its share of
+		// the rate, out of phase with the others.
+		pr := &proc{id: i, calls: s.Calls, next: r.t0.Add(time.Duration(float64(i) / s.Limit * float64(time.Second)))}
+		switch p {
+		case RateRebound:
+			l, err := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+			if err != nil {
+				return RateResult{}, err
+			}
+			pr.reb = l
+		case RateAWS:
+			pr.aws = newAWSLimiter(r.t0)
+		}
+		for range s.Workers {
+			// Workers start within the first millisecond, as goroutines do.
+			r.after(r.t0.Add(time.Duration(r.rng.Int64N(int64(time.Millisecond)))), func(now time.Time) { r.nextCall(pr, now) })
+		}
+	}
+	for r.q.Len() > 0 {
+		e := heap.Pop(&r.q).(*rateEvent)
+		e.do(e.at)
+		if r.seq > 20_000_000 {
+			return RateResult{}, ErrTooManyEvents
+		}
+	}
+	calls := float64(r.calls)
+	res := RateResult{Policy: p, Succeeded: float64(r.ok) / calls, Load: float64(r.seen) / calls, Elapsed: r.end.Sub(r.t0)}
+	// Shares over the second half of the time the processes were all
+	// busy: until the first one ran out of calls.
+	stop := r.end
+	for _, ts := range r.acceptedAt {
+		if len(ts) > 0 && ts[len(ts)-1].Before(stop) {
+			stop = ts[len(ts)-1]
+		}
+	}
+	half := r.t0.Add(stop.Sub(r.t0) / 2)
+	if stop.After(half) {
+		fair := s.Limit / float64(s.Processes) * stop.Sub(half).Seconds()
+		res.MinShare = math.Inf(1)
+		for _, ts := range r.acceptedAt {
+			n := 0
+			for _, t := range ts {
+				if !t.Before(half) && t.Before(stop) {
+					n++
+				}
+			}
+			res.MinShare = math.Min(res.MinShare, float64(n)/fair)
+			res.MaxShare = math.Max(res.MaxShare, float64(n)/fair)
+		}
+	}
+	return res, nil
+}
+
+// nextCall starts the worker's next call, if its process has one left.
+func (r *rateRun) nextCall(pr *proc, now time.Time) {
+	if r.s.Duration > 0 {
+		if now.Sub(r.t0) >= r.s.Duration {
+			return
+		}
+	} else if pr.calls == 0 {
+		return
+	}
+	pr.calls--
+	r.calls++
+	deadline := now.Add(r.s.Deadline)
+	r.attempt(pr, now, deadline, 1)
+}
+
+// done ends a call at now.
+func (r *rateRun) done(pr *proc, now time.Time, ok bool) {
+	if ok {
+		r.ok++
+	}
+	if now.After(r.end) {
+		r.end = now
+	}
+	r.nextCall(pr, now)
+}
+
+// attempt makes attempt n of a call at now, after its policy's wait.
+func (r *rateRun) attempt(pr *proc, now, deadline time.Time, n int) {
+	switch r.p {
+	case RateOracle:
+		at := now
+		if pr.next.After(at) {
+			at = pr.next
+		}
+		if at.After(deadline) {
+			r.done(pr, now, false)
+			return
+		}
+		pr.next = at.Add(time.Duration(float64(time.Second) * float64(r.s.Processes) / r.s.Limit))
+		r.after(at, func(t time.Time) { r.send(pr, t, deadline, n, rebound.Reservation{}) })
+	case RateRebound:
+		res := pr.reb.Reserve(now)
+		if res.Time().After(deadline) {
+			pr.reb.Cancel(res, now)
+			r.done(pr, now, false) // rebound.ErrRateLimited, at once
+			return
+		}
+		if res.Delay(now) == 0 {
+			r.send(pr, now, deadline, n, res)
+			return
+		}
+		// As internal/ratelimit's Gate.Wait: a wait that ends after a
+		// cut, or with another, takes a new turn.
+		r.after(res.Time(), func(t time.Time) {
+			if !pr.reb.Ready(res, t) {
+				r.attempt(pr, t, deadline, n)
+				return
+			}
+			r.send(pr, t, deadline, n, res)
+		})
+	case RateAWS:
+		// The SDK's GetAttemptToken: sleep for the wait it names, then
+		// ask again, within the call's context.
+		ok, wait := pr.aws.acquire(now)
+		if ok {
+			r.send(pr, now, deadline, n, rebound.Reservation{})
+			return
+		}
+		wait = max(wait, time.Microsecond) // the clock moves while it sleeps
+		if now.Add(wait).After(deadline) {
+			r.after(deadline, func(t time.Time) { r.done(pr, t, false) })
+			return
+		}
+		r.after(now.Add(wait), func(t time.Time) { r.attempt(pr, t, deadline, n) })
+	default:
+		r.send(pr, now, deadline, n, rebound.Reservation{})
+	}
+}
+
+// send sends attempt n at now; its answer comes back rtt later.
+func (r *rateRun) send(pr *proc, now, deadline time.Time, n int, res rebound.Reservation) {
+	ok := r.serve(now)
+	if ok {
+		r.acceptedAt[pr.id] = append(r.acceptedAt[pr.id], now)
+	}
+	// The network's delay varies, 1-5ms, as it does between processes.
+	r.after(now.Add(rtt/2+time.Duration(r.rng.Int64N(int64(2*rtt)))), func(t time.Time) {
+		switch {
+		case pr.reb != nil:
+			pr.reb.Observe(res, t, rebound.RateFeedback{Throttled: !ok, Wait: r.s.Wait})
+		case pr.aws != nil:
+			pr.aws.update(t, !ok)
+		}
+		if ok {
+			r.done(pr, t, true)
+			return
+		}
+		if r.p == RateNoRetries || r.p == RateOracle || n >= r.s.MaxAttempts {
+			r.done(pr, t, false)
+			return
+		}
+		// rebound's default backoff (0.1s × 2^(n-1), jittered, at most
+		// 20s) with the server's wait as a minimum; the AWS SDK's
+		// exponential jitter (at most 20s) as its retryer gives it.
+		var d time.Duration
+		if r.p == RateAWS {
+			d = time.Duration(r.rng.Float64() * math.Min(20, math.Pow(2, float64(n))) * float64(time.Second))
+		} else {
+			d = max(time.Duration(r.rng.Float64()*0.1*math.Pow(2, float64(n-1))*float64(time.Second)), r.s.Wait)
+		}
+		if t.Add(d).After(deadline) {
+			r.done(pr, t, false)
+			return
+		}
+		r.after(t.Add(d), func(u time.Time) { r.attempt(pr, u, deadline, n+1) })
+	})
+}
+
+// awsLimiter is the AWS SDKs' adaptive rate limit (aws-sdk-go-v2
+// aws/retry/adaptive_ratelimit.go, botocore's and aws-sdk-java-v2's
+// alike), with their constants, on the virtual clock.
+type awsLimiter struct {
+	enabled                        bool
+	fillRate, calculated, measured float64
+	lastBucket                     float64
+	count                          int64
+	lastMax                        float64
+	lastThrottle, lastRefill       time.Time
+	window                         float64
+	tokens, capacity               float64
+}
+
+func newAWSLimiter(now time.Time) *awsLimiter {
+	return &awsLimiter{lastBucket: math.Floor(secs(now)), lastThrottle: now, capacity: 1}
+}
+
+func secs(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+func (a *awsLimiter) refill(now time.Time) {
+	if a.lastRefill.IsZero() {
+		a.lastRefill = now
+		return
+	}
+	a.tokens = math.Min(a.tokens+now.Sub(a.lastRefill).Seconds()*a.fillRate, a.capacity)
+	a.lastRefill = now
+}
+
+func (a *awsLimiter) acquire(now time.Time) (bool, time.Duration) {
+	if !a.enabled {
+		return true, 0
+	}
+	a.refill(now)
+	if a.tokens < 1 {
+		return false, time.Duration((1 - a.tokens) / a.fillRate * float64(time.Second))
+	}
+	a.tokens--
+	return true, 0
+}
+
+func (a *awsLimiter) update(now time.Time, throttled bool) {
+	const beta, scale, smooth, minRate = 0.7, 0.4, 0.8, 0.5
+	b := math.Floor(secs(now)*2) / 2
+	a.count++
+	if b > a.lastBucket {
+		a.measured = float64(a.count)/(b-a.lastBucket)*smooth + a.measured*(1-smooth)
+		a.count, a.lastBucket = 0, b
+	}
+	if throttled {
+		use := a.measured
+		if a.enabled {
+			use = math.Min(a.measured, a.fillRate)
+		}
+		a.lastMax = use
+		a.window = math.Cbrt(a.lastMax * (1 - beta) / scale)
+		a.lastThrottle = now
+		a.calculated = use * beta
+		a.enabled = true
+	} else {
+		a.window = math.Cbrt(a.lastMax * (1 - beta) / scale)
+		a.calculated = scale*math.Pow(now.Sub(a.lastThrottle).Seconds()-a.window, 3) + a.lastMax
+	}
+	r := math.Min(a.calculated, 2*a.measured)
+	a.refill(now)
+	a.fillRate = math.Max(r, minRate)
+	a.capacity = math.Max(r, 1)
+	a.tokens = math.Min(a.tokens, a.capacity)
+}
