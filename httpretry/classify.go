@@ -40,14 +40,20 @@ type statusError struct {
 	resp      *http.Response
 	info      rebound.RetryInfo
 	discarded bool
-	// overCap is a Retry-After hint beyond the cap, which ended retrying;
-	// 0 otherwise.
+	// overCap is a server hint (Retry-After, or a rate-limit reset)
+	// beyond the cap, which ended retrying with
+	// rebound.ErrRetryDelayTooLong; 0 otherwise. hint names its header.
 	overCap time.Duration
+	hint    string
 }
 
 func (e *statusError) Error() string {
 	return "httpretry: response " + strconv.Itoa(e.resp.StatusCode) + " " + http.StatusText(e.resp.StatusCode)
 }
+
+// why says why a response beyond the cap was returned, for logs and
+// traces: "Retry-After beyond cap".
+func (e *statusError) why() string { return e.hint + " beyond cap" }
 
 // RetryInfo lets [rebound.Classify] see the decision made for the response.
 func (e *statusError) RetryInfo() rebound.RetryInfo { return e.info }
@@ -82,22 +88,24 @@ func (t *Transport) checkResponse(resp *http.Response, idempotent bool, retryabl
 		Throttle: code == http.StatusTooManyRequests,
 		Timeout:  code == http.StatusGatewayTimeout,
 	}
+	// A server hint beyond the cap, whichever header sent it, asks for a
+	// longer pause than the caller will wait: the response goes back now,
+	// and retrying stops with a reason that says so.
 	if v := resp.Header.Get("Retry-After"); v != "" {
 		if d, ok := ParseRetryAfter(v, t.cfg.clock.Now()); ok {
 			if d > t.cfg.retryAfterCap {
-				// The server asks for a longer pause than the caller will
-				// wait: give the response back now.
-				return &statusError{resp: resp, overCap: d}
+				info.Stop = rebound.ErrRetryDelayTooLong
+				return &statusError{resp: resp, info: info, overCap: d, hint: "Retry-After"}
 			}
 			info.HasRetryAfter, info.RetryAfter = true, d
 		}
 	} else if t.cfg.rateLimitReset {
-		if d, ok := rateLimitReset(resp.Header, t.cfg.clock.Now()); ok {
+		if d, name, ok := rateLimitReset(resp.Header, t.cfg.clock.Now()); ok {
 			if d > t.cfg.retryAfterCap {
 				info.Stop = rebound.ErrRetryDelayTooLong
-			} else {
-				info.MinDelay = d
+				return &statusError{resp: resp, info: info, overCap: d, hint: name}
 			}
+			info.MinDelay = d
 		}
 	}
 	return &statusError{resp: resp, info: info}

@@ -379,11 +379,11 @@ func TestLogs(t *testing.T) {
 			{Msg: "rebound: retry scheduled", Attrs: map[string]any{"attempt": 2, "delay": time.Second}},
 			{Msg: "rebound: gave up", Attrs: map[string]any{"attempts": 3, "reason": "attempts exhausted", "error": "httpretry: response 503 Service Unavailable"}},
 		}},
-		// The Transport decides to return the response; the engine then
-		// sees a failure it may not retry.
+		// The Transport decides to return the response; retrying stops
+		// with the reason every server hint beyond the cap gives.
 		{"Retry-After beyond the cap", retryAfter("120", 503, 200), http.MethodGet, nil, []observetest.Record{
 			{Msg: "rebound: committed", Attrs: map[string]any{"attempt": 1, "why": "Retry-After beyond cap", "retry_after": 2 * time.Minute, "cap": time.Minute}},
-			{Msg: "rebound: gave up", Attrs: map[string]any{"attempts": 1, "reason": "error is not retryable"}},
+			{Msg: "rebound: gave up", Attrs: map[string]any{"attempts": 1, "reason": "server asked to wait longer than the cap"}},
 		}},
 		{"not idempotent", script(503), http.MethodPost, strings.NewReader("order"), []observetest.Record{
 			{Msg: "rebound: gave up", Attrs: map[string]any{"attempts": 1, "reason": "error is not retryable"}},

@@ -110,9 +110,12 @@ func WithBackoff(b rebound.Backoff) Option {
 	})
 }
 
-// WithRetryAfterCap sets the longest Retry-After hint the Transport waits
-// out. A response whose hint is longer is returned at once, without
-// another attempt. d must be > 0; the default is [DefaultRetryAfterCap].
+// WithRetryAfterCap sets the longest server hint the Transport waits out:
+// a Retry-After, or a rate-limit reset ([WithRateLimitReset]). A response
+// whose hint is longer is returned at once, without another attempt, and
+// retrying stops with [rebound.ErrRetryDelayTooLong], the reason a
+// google.rpc.RetryInfo beyond grpcretry's or connectretry's cap gives.
+// d must be > 0; the default is [DefaultRetryAfterCap].
 func WithRetryAfterCap(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d <= 0 {
@@ -287,8 +290,8 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // "backoff started" (with rebound.delay in seconds), "pushback received"
 // (a Retry-After hint), "hedge sent", "hedge throttled" or "retry
 // throttled", "hedge cancelled" (another attempt won), "committed"
-// (rebound.why: a Retry-After beyond the cap, a body that cannot be
-// replayed) and "retrying stopped" (rebound.reason).
+// (rebound.why: a Retry-After or rate-limit reset beyond the cap, a body
+// that cannot be replayed) and "retrying stopped" (rebound.reason).
 //
 // Each attempt's request carries its span in its context, so the base
 // RoundTripper's own spans (otelhttp.NewTransport's) and the traceparent
@@ -308,9 +311,9 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // WithLogger logs each retry decision to l at debug level, one record per
 // decision: a retry scheduled (with its delay and the failure that caused
 // it, and whether a Retry-After hint set it), a hedge sent, a response
-// returned as it is because its Retry-After hint is beyond the cap or
-// because the request's body cannot be replayed, and giving up (budget
-// exhausted, or why else). Nothing is logged, and nothing is spent on
+// returned as it is because its Retry-After or rate-limit reset is beyond
+// the cap or because the request's body cannot be replayed, and giving up
+// (budget exhausted, or why else). Nothing is logged, and nothing is spent on
 // logging, while l does not log at debug level.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) {

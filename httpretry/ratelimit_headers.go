@@ -16,8 +16,9 @@ import (
 // minimum wait, as Retry-After is: the next attempt waits max(backoff,
 // reset), and a hedge waits for it. A reset beyond the Retry-After cap
 // ([WithRetryAfterCap]) returns the response at once, and retrying stops
-// with [rebound.ErrRetryDelayTooLong]; one past the request context's
-// deadline returns it too. A value that is neither form, or a Unix time
+// with [rebound.ErrRetryDelayTooLong], as a Retry-After beyond it does;
+// one past the request context's deadline returns it too, with
+// [rebound.ErrDeadline]. A value that is neither form, or a Unix time
 // not in the future, is ignored. Off by default: many servers send these
 // headers on every response, and their reset is the window's, not a
 // request to wait.
@@ -25,20 +26,25 @@ func WithRateLimitReset() Option {
 	return optionFunc(func(c *config) { c.rateLimitReset = true })
 }
 
-// resetHeaders are the headers WithRateLimitReset reads, in order.
-var resetHeaders = [...]string{"Ratelimit-Reset", "X-Ratelimit-Reset"}
+// resetHeaders are the headers WithRateLimitReset reads, in order: the
+// key of http.Header, and the name logs give.
+var resetHeaders = [...]struct{ key, name string }{
+	{"Ratelimit-Reset", "RateLimit-Reset"},
+	{"X-Ratelimit-Reset", "X-RateLimit-Reset"},
+}
 
 // rateLimitReset returns the wait a response's rate-limit reset header
-// asks for, from the first header that holds a valid one.
-func rateLimitReset(h http.Header, now time.Time) (time.Duration, bool) {
-	for _, name := range resetHeaders {
-		if vs := h[name]; len(vs) > 0 {
+// asks for, from the first header that holds a valid one, and that
+// header's name.
+func rateLimitReset(h http.Header, now time.Time) (time.Duration, string, bool) {
+	for _, r := range resetHeaders {
+		if vs := h[r.key]; len(vs) > 0 {
 			if d, ok := parseReset(vs[0], now); ok {
-				return d, true
+				return d, r.name, true
 			}
 		}
 	}
-	return 0, false
+	return 0, "", false
 }
 
 // unixThreshold is where a reset value stops being delta-seconds and

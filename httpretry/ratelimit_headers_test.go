@@ -93,23 +93,39 @@ func TestRateLimitReset(t *testing.T) {
 	}
 }
 
-// TestRateLimitResetBeyondCapReason: the response comes back at once, and
-// the decision log says why retrying stopped.
-func TestRateLimitResetBeyondCapReason(t *testing.T) {
-	var buf bytes.Buffer
-	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	client, clk := newClient(t, httpretry.WithRateLimitReset(), httpretry.WithRetryAfterCap(time.Second), httpretry.WithLogger(logger))
-	srv := newServer(t, resetting(503, clk.Now, "X-RateLimit-Reset", "2"))
-	resp, err := client.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readAll(t, resp)
-	if resp.StatusCode != 503 || srv.attempts() != 1 || len(clk.Sleeps()) != 0 {
-		t.Fatalf("%d after %d attempts, waits %v; want 503 after 1, no wait", resp.StatusCode, srv.attempts(), clk.Sleeps())
-	}
-	want := `reason="` + strings.TrimPrefix(rebound.ErrRetryDelayTooLong.Error(), "rebound: ") + `"`
-	if !strings.Contains(buf.String(), want) {
-		t.Fatalf("log %q does not say %s", buf.String(), want)
+// TestHintBeyondCapReason: a Retry-After and a rate-limit reset beyond the
+// cap follow one rule: the response comes back at once, and the decision
+// log says which hint was beyond the cap and that retrying stopped with
+// rebound.ErrRetryDelayTooLong.
+func TestHintBeyondCapReason(t *testing.T) {
+	for _, tc := range []struct {
+		name, header, value, why string
+	}{
+		{"Retry-After", "Retry-After", "2", "Retry-After beyond cap"},
+		{"RateLimit-Reset", "RateLimit-Reset", "2", "RateLimit-Reset beyond cap"},
+		{"X-RateLimit-Reset, Unix time", "X-RateLimit-Reset", "unix+2", "X-RateLimit-Reset beyond cap"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			client, clk := newClient(t, httpretry.WithRateLimitReset(), httpretry.WithRetryAfterCap(time.Second), httpretry.WithLogger(logger))
+			srv := newServer(t, resetting(503, clk.Now, tc.header, tc.value))
+			resp, err := client.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, resp)
+			if resp.StatusCode != 503 || srv.attempts() != 1 || len(clk.Sleeps()) != 0 {
+				t.Fatalf("%d after %d attempts, waits %v; want 503 after 1, no wait", resp.StatusCode, srv.attempts(), clk.Sleeps())
+			}
+			for _, want := range []string{
+				`msg="rebound: committed"`, `why="` + tc.why + `"`,
+				`reason="` + strings.TrimPrefix(rebound.ErrRetryDelayTooLong.Error(), "rebound: ") + `"`,
+			} {
+				if !strings.Contains(buf.String(), want) {
+					t.Errorf("log %q does not say %s", buf.String(), want)
+				}
+			}
+		})
 	}
 }

@@ -8,11 +8,10 @@ import (
 	"github.com/rebound-go/rebound/internal/observe"
 )
 
-// Reasons a request was committed, for the "committed" event.
-const (
-	whyOverCap       = "Retry-After beyond cap"
-	whyNotReplayable = "request body cannot be replayed"
-)
+// whyNotReplayable is why a request was committed, for the "committed"
+// event, when its body cannot be replayed; a server hint beyond the cap
+// gives its own (statusError.why).
+const whyNotReplayable = "request body cannot be replayed"
 
 // outcome describes how a request or an attempt ended: with resp, or
 // with err (a statusError carries its response).
@@ -35,7 +34,7 @@ func endAttempt(as *observe.AttemptSpan, resp *http.Response, err error, lost bo
 		return
 	}
 	if se, ok := err.(*statusError); ok && se.overCap > 0 {
-		as.Committed(whyOverCap)
+		as.Committed(se.why())
 	}
 	as.End(outcome(resp, err), rebound.Classify(err), lost)
 }

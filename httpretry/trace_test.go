@@ -206,7 +206,7 @@ func TestTraceHTTPRetryAfterBeyondCap(t *testing.T) {
 	// The response is returned at once: retrying stops on it.
 	want := []string{
 		"committed rebound.attempt=1 rebound.why=Retry-After beyond cap",
-		"retrying stopped rebound.attempts=1 rebound.reason=error is not retryable",
+		"retrying stopped rebound.attempts=1 rebound.reason=server asked to wait longer than the cap",
 	}
 	if got := observetest.Events(calls[0]); !slices.Equal(got, want) {
 		t.Errorf("events:\n got %q\nwant %q", got, want)

@@ -76,8 +76,9 @@ type host struct {
 //     its method;
 //   - waiting at least as long as a Retry-After hint asks, in seconds or as
 //     an HTTP-date ([ParseRetryAfter]); a hint longer than the cap
-//     ([WithRetryAfterCap], 60s by default) or one that would pass the
-//     request context's deadline returns the response at once;
+//     ([WithRetryAfterCap], 60s by default) returns the response at once
+//     and stops retrying with [rebound.ErrRetryDelayTooLong], one that
+//     would pass the request context's deadline with [rebound.ErrDeadline];
 //   - never sleeping past the request context's deadline, and never
 //     retrying once the context is done;
 //   - while the host's budget allows (by default a [rebound.TokenBucket]
@@ -277,13 +278,12 @@ func (t *Transport) end(ctx context.Context, tr *observe.Tracker, attempts int, 
 	t.rec.End(ctx, &c)
 }
 
-// logCommitted logs the one decision to return a response that the retry
-// loop does not see as such: a Retry-After hint beyond the cap makes the
-// response final.
+// logCommitted logs the decision to return a response whose server hint
+// (Retry-After, or a rate-limit reset) is beyond the cap, with the hint.
 func (t *Transport) logCommitted(ctx context.Context, err error, attempt int, name, target string) {
 	if se, ok := err.(*statusError); ok && se.overCap > 0 {
 		t.rec.Log(ctx, "rebound: committed", name, target, slog.Int("attempt", attempt),
-			slog.String("why", "Retry-After beyond cap"), slog.Duration("retry_after", se.overCap), slog.Duration("cap", t.cfg.retryAfterCap))
+			slog.String("why", se.why()), slog.Duration("retry_after", se.overCap), slog.Duration("cap", t.cfg.retryAfterCap))
 	}
 }
 
