@@ -85,7 +85,7 @@ type RateScenario struct {
 // burst of 2), and ten processes sharing that limit.
 var RateScenarios = []RateScenario{
 	{Name: "1 process x 20 workers", Processes: 1, Workers: 20, Calls: 200, Limit: 20, Burst: 2, Wait: time.Second, Deadline: 10 * time.Second, MaxAttempts: 3},
-	{Name: "10 processes x 2 workers, 60s", Processes: 10, Workers: 2, Duration: 60 * time.Second, Limit: 20, Burst: 2, Wait: time.Second, Deadline: 10 * time.Second, MaxAttempts: 3},
+	{Name: "10 processes x 2 workers, 300s", Processes: 10, Workers: 2, Duration: 300 * time.Second, Limit: 20, Burst: 2, Wait: time.Second, Deadline: 10 * time.Second, MaxAttempts: 3},
 }
 
 // RateResult is one policy's outcome in a RateScenario.
