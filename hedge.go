@@ -47,9 +47,6 @@ func NewHedger(p HedgingPolicy, opts ...Option) (*Hedger, error) {
 	return h, nil
 }
 
-// Budget returns the budget of the hedges, nil for none.
-func (h *Hedger) Budget() Budget { return h.s.budget }
-
 func (h *Hedger) delay() time.Duration {
 	if h.p.HedgingDelayFunc != nil {
 		return max(h.p.HedgingDelayFunc(), 0)

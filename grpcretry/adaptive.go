@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -109,7 +110,7 @@ func (c *Client) adaptive(t *target, p *policyEntry, mc *serviceconfig.MethodCon
 		MaxAttempts:      mc.HedgingPolicy.Attempts(c.opts.MaxAttempts),
 		HedgingDelay:     m.fallback,
 		HedgingDelayFunc: m.delay,
-	}, rebound.WithClassifier(rebound.Classify), rebound.WithClock(clk), rebound.WithBudget(&cappedBudget{throttle: t.throttle, cap: &m.cap}))
+	}, rebound.WithClassifier(rebound.Classify), rebound.WithClock(clk), rebound.WithBudget(&cappedBudget{budget: a6.Budget(t.throttle, c.opts.Settings()), cap: &m.cap}))
 	if err != nil {
 		return nil, err
 	}
@@ -287,6 +288,17 @@ func (c *hedgeCap) deposit() {
 	}
 }
 
+// giveBack returns a hedge that take spent and the budget then refused.
+func (c *hedgeCap) giveBack() {
+	for {
+		v := c.tokens.Load()
+		n := min(v+capUnit, c.max)
+		if v == n || c.tokens.CompareAndSwap(v, n) {
+			return
+		}
+	}
+}
+
 // take spends one hedge, if the balance holds one.
 func (c *hedgeCap) take() bool {
 	for {
@@ -301,29 +313,66 @@ func (c *hedgeCap) take() bool {
 }
 
 // cappedBudget is the budget of an adaptive method: the target's A6
-// throttle, if any, and the method's cap, both of which must allow a hedge.
+// throttle and WithBudget's, if any, and the method's cap, all of which
+// must allow a hedge. It counts calls for a rebound.CallBudget among them.
 type cappedBudget struct {
-	throttle *rebound.Throttle
-	cap      *hedgeCap
+	budget rebound.Budget // a6.Budget: the throttle and WithBudget's; nil for neither
+	cap    *hedgeCap
 }
 
 func (b *cappedBudget) RecordFailure() {
-	if b.throttle != nil {
-		b.throttle.RecordFailure()
+	if b.budget != nil {
+		b.budget.RecordFailure()
 	}
 }
 
 func (b *cappedBudget) RecordSuccess() {
-	if b.throttle != nil {
-		b.throttle.RecordSuccess()
+	if b.budget != nil {
+		b.budget.RecordSuccess()
 	}
 }
 
-// Allow asks the throttle first, which costs nothing, so that a refused
-// hedge does not spend the cap.
+// RecordRetrySuccess passes a hedge's success on as rebound's loops do, so
+// that a token bucket's refund applies.
+func (b *cappedBudget) RecordRetrySuccess(timeout bool) {
+	switch r := b.budget.(type) {
+	case nil:
+	case interface{ RecordRetrySuccess(bool) }:
+		r.RecordRetrySuccess(timeout)
+	default:
+		r.RecordSuccess()
+	}
+}
+
+// Allow takes a hedge from the cap, then asks the budget, and gives the
+// cap's hedge back when the budget refuses: a refused hedge spends
+// nothing (the budget gives back what it took itself, see
+// rebound.AllBudgets).
 func (b *cappedBudget) Allow(timeout bool) bool {
-	if b.throttle != nil && !b.throttle.Allow(timeout) {
+	if !b.cap.take() {
 		return false
 	}
-	return b.cap.take()
+	if b.budget != nil && !b.budget.Allow(timeout) {
+		b.cap.giveBack()
+		return false
+	}
+	return true
+}
+
+func (b *cappedBudget) StartCall() {
+	if cb, ok := b.budget.(rebound.CallBudget); ok {
+		cb.StartCall()
+	}
+}
+
+func (b *cappedBudget) EndRetry() {
+	if cb, ok := b.budget.(rebound.CallBudget); ok {
+		cb.EndRetry()
+	}
+}
+
+func (b *cappedBudget) EndCall() {
+	if cb, ok := b.budget.(rebound.CallBudget); ok {
+		cb.EndCall()
+	}
 }

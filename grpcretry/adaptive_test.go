@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/internal/clocktest"
 )
 
@@ -126,19 +127,50 @@ func TestHedgeCap(t *testing.T) {
 	}
 }
 
-func TestCappedBudgetAsksThrottleFirst(t *testing.T) {
+// TestCappedBudget: an adaptive method's hedge needs the throttle's,
+// WithBudget's and the cap's leave, and a refusal by any of them spends
+// nothing from the others; its calls are counted for a call budget.
+func TestCappedBudget(t *testing.T) {
 	th, _ := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: 2, TokenRatio: 1})
+	tb, _ := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 10, RetryCost: 5, TimeoutCost: 10, SuccessRefund: 1, RefundRetryCost: true})
+	conc, _ := rebound.NewConcurrencyBudget(rebound.ConcurrencyBudgetConfig{Percent: 100})
 	c := &hedgeCap{}
-	c.init(&AdaptiveHedging{MaxExtraLoad: 0.5, Burst: 1})
-	b := &cappedBudget{throttle: th, cap: c}
+	c.init(&AdaptiveHedging{MaxExtraLoad: 0.5, Burst: 2})
+	b := &cappedBudget{budget: a6.Budget(th, a6.Settings{Budget: rebound.AllBudgets(tb, conc)}), cap: c}
+
 	b.RecordFailure() // 1 <= threshold 1
-	if b.Allow(false) || c.tokens.Load() != capUnit {
-		t.Fatal("a throttled hedge spent the cap")
+	if b.Allow(false) || c.tokens.Load() != 2*capUnit || tb.Tokens() != 10 {
+		t.Fatalf("a throttled hedge spent: cap %d, bucket %d", c.tokens.Load(), tb.Tokens())
 	}
-	b.RecordSuccess()
-	if !b.Allow(false) || b.Allow(false) {
-		t.Fatal("want exactly one hedge once the throttle allows")
+	b.RecordSuccess() // the throttle allows again
+	if b.Allow(false) || c.tokens.Load() != 2*capUnit || tb.Tokens() != 10 {
+		t.Fatalf("a hedge with no call in flight (concurrency budget) spent: cap %d, bucket %d", c.tokens.Load(), tb.Tokens())
 	}
+	b.StartCall()
+	if calls, _ := conc.InFlight(); calls != 1 {
+		t.Fatalf("StartCall: %d calls in flight, want 1", calls)
+	}
+	if !b.Allow(false) || c.tokens.Load() != capUnit || tb.Tokens() != 5 {
+		t.Fatalf("first hedge: cap %d, bucket %d; want one of each spent", c.tokens.Load(), tb.Tokens())
+	}
+	b.RecordRetrySuccess(false) // the refund reaches the bucket
+	if tb.Tokens() != 10 {
+		t.Fatalf("bucket %d after a hedge's success, want the 5 refunded", tb.Tokens())
+	}
+	b.EndRetry()
+	b.EndCall()
+	if calls, retries := conc.InFlight(); calls != 0 || retries != 0 {
+		t.Fatalf("after the call: %d calls, %d retries in flight", calls, retries)
+	}
+	b.StartCall()
+	c.tokens.Store(0)
+	if b.Allow(false) || tb.Tokens() != 10 {
+		t.Fatalf("an empty cap allowed a hedge or spent the bucket (%d)", tb.Tokens())
+	}
+	if _, retries := conc.InFlight(); retries != 0 {
+		t.Fatalf("a hedge the cap refused is in flight")
+	}
+	b.EndCall()
 	if nb := (&cappedBudget{cap: c}); nb.Allow(false) {
 		t.Fatal("an empty cap allowed a hedge")
 	}

@@ -12,7 +12,8 @@ import "github.com/rebound-go/rebound"
 // [rebound.RatioBudget] or [rebound.ConcurrencyBudget]) is told of unary
 // calls only: it does not count streams among the calls its retries are
 // measured against. Calls under an adaptive hedging delay
-// ([WithAdaptiveHedging]) spend the throttle only.
+// ([WithAdaptiveHedging]) spend b too, beside the method's own cap on
+// hedges.
 func WithBudget(b rebound.Budget) Option {
 	return optionFunc(func(o *options) { o.Budget = b })
 }

@@ -104,9 +104,7 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	s.ctx, s.cancelCtx = context.WithCancel(&s.dctx)
 	if p.hedge != nil {
 		s.hedger = &hedging{maxAttempts: mc.HedgingPolicy.Attempts(c.opts.MaxAttempts), delay: mc.HedgingPolicy.HedgingDelay}
-		if b := p.hedge.Budget(); b != nil {
-			s.hedger.budget = b // the throttle, and WithBudget's
-		}
+		s.hedger.budget = p.budget // the throttle, and WithBudget's
 		s.clock, s.codes = c.clock, mc.HedgingPolicy.NonFatalStatusCodes
 		s.events = make(chan attemptEnd, s.hedger.maxAttempts)
 		s.commitCh = make(chan struct{})

@@ -186,9 +186,9 @@ type Settings struct {
 	Budget      rebound.Budget // WithBudget's, beside the throttle; nil for none
 }
 
-// budget returns what the strategies of a target spend: its throttle and
+// Budget returns what the strategies of a target spend: its throttle and
 // the client's budget, both of which must allow; nil for neither.
-func budget(throttle *rebound.Throttle, s Settings) rebound.Budget {
+func Budget(throttle *rebound.Throttle, s Settings) rebound.Budget {
 	switch {
 	case throttle == nil:
 		return s.Budget
@@ -204,7 +204,7 @@ func budget(throttle *rebound.Throttle, s Settings) rebound.Budget {
 // for configs built by hand.
 func Strategies(mc *serviceconfig.MethodConfig, throttle *rebound.Throttle, s Settings) (*rebound.Retrier, *rebound.Hedger, error) {
 	opts := []rebound.Option{rebound.WithClassifier(rebound.Classify)}
-	if b := budget(throttle, s); b != nil {
+	if b := Budget(throttle, s); b != nil {
 		opts = append(opts, rebound.WithBudget(b))
 	}
 	if s.Clock != nil {
@@ -235,7 +235,7 @@ func Strategies(mc *serviceconfig.MethodConfig, throttle *rebound.Throttle, s Se
 // failure the throttle counts as it counts a hedge's.
 func Once(throttle *rebound.Throttle, s Settings) *rebound.Retrier {
 	opts := []rebound.Option{rebound.WithClassifier(rebound.Classify)}
-	if b := budget(throttle, s); b != nil {
+	if b := Budget(throttle, s); b != nil {
 		opts = append(opts, rebound.WithBudget(b))
 	}
 	if s.Clock != nil {
