@@ -83,7 +83,7 @@ func (i *Interceptor) unary(ctx context.Context, next connect.UnaryFunc, req con
 		ctx, span = i.tracer.StartRPC(ctx, spec.Procedure, req.Peer().Addr)
 	}
 	if p.hedge != nil {
-		resp, err := i.hedgeUnary(ctx, &d, span, p.hedge, mc.HedgingPolicy.NonFatalStatusCodes, next, req, spec.Procedure, t.name, n)
+		resp, err := i.hedgeUnary(ctx, d, span, p.hedge, mc.HedgingPolicy.NonFatalStatusCodes, next, req, spec.Procedure, t.name, n)
 		endCall(span, err)
 		return resp, err
 	}
@@ -268,7 +268,7 @@ func classify(err error, codes serviceconfig.CodeSet, o *options, procedure stri
 //
 // Hedged attempts overlap, so no delay between them is measured, and the
 // clock is not read.
-func (i *Interceptor) hedgeUnary(ctx context.Context, d *observe.Decisions, span *observe.CallSpan, hd *rebound.Hedger, codes serviceconfig.CodeSet, next connect.UnaryFunc, req connect.AnyRequest, procedure, target string, n *int) (connect.AnyResponse, error) {
+func (i *Interceptor) hedgeUnary(ctx context.Context, d observe.Decisions, span *observe.CallSpan, hd *rebound.Hedger, codes serviceconfig.CodeSet, next connect.UnaryFunc, req connect.AnyRequest, procedure, target string, n *int) (connect.AnyResponse, error) {
 	type won struct {
 		resp connect.AnyResponse
 		req  connect.AnyRequest
@@ -292,10 +292,12 @@ func (i *Interceptor) hedgeUnary(ctx context.Context, d *observe.Decisions, span
 		endAttempt(as, nil, lost)
 		return won{resp, r}, nil
 	}
+	// d is a copy, so that the caller's stays on its stack on the retry
+	// path.
 	d.Tracker = &tr // to hear of a hedge the budget refuses, for Stats
-	call := observe.Hooks[won](d)
+	call := observe.Hooks[won](&d)
 	if span != nil {
-		call = observe.Traced[won](d, span)
+		call = observe.Traced[won](&d, span)
 	}
 	w, err := call.Hedge(hedgeContext{ctx}, hd, op)
 	// Hedge has waited for every attempt: tr is complete.
