@@ -129,7 +129,9 @@ type deferredToken interface {
 }
 
 // deferred returns s as a deferredToken when it is exactly one of the
-// built-in strategies. A type that embeds one may override
+// built-in strategies, or a wrapper that says its initial token and
+// first success are those of one (httpretry's, which acts only around
+// RefreshToken). A type that embeds one may override
 // AcquireInitialToken, so it takes the general path.
 func deferred(s Strategy) deferredToken {
 	switch st := s.(type) {
@@ -137,6 +139,8 @@ func deferred(s Strategy) deferredToken {
 		return st
 	case *Standard:
 		return st
+	case interface{ InitialTokenOf() Strategy }:
+		return deferred(st.InitialTokenOf())
 	}
 	return nil
 }

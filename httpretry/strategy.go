@@ -30,6 +30,11 @@ func (s *strategy) AcquireInitialToken(ctx context.Context) (rebound.Token, erro
 	return s.s.AcquireInitialToken(ctx)
 }
 
+// InitialTokenOf tells [rebound.DoValue] that the initial token and a
+// first success are the wrapped strategy's, so that, for a built-in one,
+// it makes no token for a call that succeeds at once.
+func (s *strategy) InitialTokenOf() rebound.Strategy { return s.s }
+
 func (s *strategy) RefreshToken(ctx context.Context, t rebound.Token, err error) (rebound.Token, error) {
 	if s.maxAttempts > 0 && t.Attempt() >= s.maxAttempts {
 		// The override's cap: the failure counts as the strategy would
