@@ -253,3 +253,29 @@ func TestRateLimiterReady(t *testing.T) {
 		t.Fatal("after a cut, the new reservation must be ready and the old one not")
 	}
 }
+
+// BenchmarkRateLimiter is the limiter's cost per attempt, Reserve and
+// Observe, from parallel goroutines sharing one limiter: before any
+// throttle, and limiting at a rate no attempt has to wait for.
+func BenchmarkRateLimiter(b *testing.B) {
+	for _, limiting := range []bool{false, true} {
+		name := "open"
+		if limiting {
+			name = "limiting"
+		}
+		b.Run(name, func(b *testing.B) {
+			l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{MinRate: 1e12})
+			if limiting {
+				l.Observe(l.Reserve(time.Now()), time.Now(), rebound.RateFeedback{Throttled: true})
+			}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					now := time.Now()
+					r := l.Reserve(now)
+					l.Observe(r, now, rebound.RateFeedback{})
+				}
+			})
+		})
+	}
+}
