@@ -36,6 +36,8 @@
 //	                       WithBudget                    WithBudget
 //	adaptive throttle    WithAdaptiveThrottle, per     WithAdaptiveThrottle, per     WithAdaptiveThrottle, per
 //	                       server name                   server name                   host
+//	adaptive rate limit  WithAdaptiveRateLimit, per    WithAdaptiveRateLimit, per    WithAdaptiveRateLimit, per
+//	                       server name                   server name                   host
 //	hedging              hedgingPolicy                 hedgingPolicy (unary calls)   WithHedging(delay, n)
 //	server hint          grpc-retry-pushback-ms;       grpc-retry-pushback-ms;       Retry-After;
 //	                       RetryInfo (WithRetryInfoCap)  RetryInfo (WithRetryInfoCap)  WithRateLimitReset
@@ -126,6 +128,16 @@
 // WithAdaptiveThrottle in each protocol package) keeps attempts home once
 // the server accepts fewer than 1/K of those sent; an attempt it keeps home
 // fails with [ErrRejectedLocally] and ends its call with [ErrThrottled].
+//
+// # Rate-limited APIs
+//
+// A server that limits each client's rate refuses what is beyond it (HTTP
+// 429, 503 with Retry-After; RESOURCE_EXHAUSTED, pushback), and retrying
+// each refused request does not slow the ones that follow. [RateLimiter],
+// behind WithAdaptiveRateLimit in each protocol package, paces every
+// attempt to the rate the server accepts, learnt as the AWS SDKs' adaptive
+// retry mode learns it and from the server's own hints; an attempt whose
+// turn would come after its deadline fails at once with [ErrRateLimited].
 //
 // Time and randomness are injected: every strategy takes [WithClock] and
 // [WithRandom], so tests drive a fake clock instead of sleeping.
