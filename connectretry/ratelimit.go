@@ -26,7 +26,8 @@ import (
 // back.
 //
 // ResourceExhausted, and any answer with a grpc-retry-pushback-ms
-// trailer, are throttles; the pushback delay holds the rate until it has
+// trailer, are throttles; the pushback delay, or else the retry_delay of a
+// google.rpc.RetryInfo in the error details, holds the rate until it has
 // passed. Every other answer only feeds the measured rate. The limit
 // starts at the server's first throttle: until then nothing waits.
 //
@@ -67,16 +68,22 @@ func waitError(ctx context.Context, err error) *connect.Error {
 // answer, says about the server's limit. Connect puts a failed call's
 // trailers in its error's metadata.
 func rateFeedback(err error, trailer http.Header) rebound.RateFeedback {
-	var code connect.Code
+	var (
+		code connect.Code
+		ce   *connect.Error
+	)
 	if err != nil && !errors.Is(err, io.EOF) {
 		code = connect.CodeOf(err)
-		if ce := new(connect.Error); errors.As(err, &ce) && ce.Meta().Get(pushbackKey) != "" {
+		if errors.As(err, &ce) && ce.Meta().Get(pushbackKey) != "" {
 			trailer = ce.Meta()
 		}
 	}
 	d, stop, present := a6.ParsePushback(trailer[pushbackKey])
 	if stop {
 		d = 0
+	}
+	if !present {
+		d, _ = retryDelay(ce)
 	}
 	return ratelimit.Feedback(uint32(code), present, d)
 }

@@ -25,7 +25,8 @@ import (
 // [rebound.ErrThrottled]. A wait the caller cancels gives its token back.
 //
 // RESOURCE_EXHAUSTED, and any status with a grpc-retry-pushback-ms
-// trailer, are throttles; the pushback delay holds the rate until it has
+// trailer, are throttles; the pushback delay, or else the retry_delay of a
+// google.rpc.RetryInfo in the status details, holds the rate until it has
 // passed. Every other status only feeds the measured rate. The limit
 // starts at the server's first throttle: until then nothing waits.
 //
@@ -70,11 +71,16 @@ func waitError(ctx context.Context, err error) error {
 }
 
 // feedback returns what an attempt's status and trailer say about the
-// server's limit.
+// server's limit. The server's wait is the pushback delay, else a
+// google.rpc.RetryInfo's retry_delay.
 func feedback(err error, trailer metadata.MD) rebound.RateFeedback {
 	d, stop, present := a6.ParsePushback(trailer[a6.PushbackHeader])
 	if stop {
 		d = 0
+	}
+	if !present && err != nil {
+		st, _ := status.FromError(err)
+		d, _ = retryDelay(st)
 	}
 	return ratelimit.Feedback(uint32(status.Code(err)), present, d)
 }
