@@ -464,7 +464,7 @@ func BenchmarkRateLimitedAPI(b *testing.B) {
 // that each is wired alike: every call is made, and the server sees at
 // least one request per call that succeeded.
 func TestRateLimitedAPIRows(t *testing.T) {
-	s := rateScenario{limit: 200, burst: 2, requests: 20, workers: 4, deadline: 2 * time.Second}
+	s := rateScenario{limit: 200, burst: 2, requests: 8, workers: 4, deadline: 2 * time.Second}
 	for pi, p := range rateProtocols {
 		for _, row := range rateClients {
 			t.Run(p.name+"/"+row.name, func(t *testing.T) {
