@@ -1,0 +1,118 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/clocktest"
+)
+
+func TestLimiterSharedAndReleased(t *testing.T) {
+	name := fmt.Sprint("ratelimit-test-", time.Now().UnixNano())
+	c := rebound.AdaptiveRateLimit{}
+	a, b := Limiter(name, c), Limiter(name, c)
+	if a == nil || a != b {
+		t.Fatal("one name, one setting: not shared")
+	}
+	if Limiter(name, rebound.AdaptiveRateLimit{Beta: 0.5}) == a || Limiter(name+"x", c) == a {
+		t.Fatal("another name or setting shares the limiter")
+	}
+	if Limiter(name, rebound.AdaptiveRateLimit{Beta: 2}) != nil {
+		t.Fatal("an invalid setting made a limiter")
+	}
+	for i := range 1000 {
+		Limiter(fmt.Sprint(name, "-", i), c)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for Count() > 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d limiters of dropped names remain", Count())
+		}
+		runtime.GC()
+		runtime.Gosched()
+	}
+	if Limiter(name, c) != a {
+		t.Fatal("a limiter still held was dropped")
+	}
+	runtime.KeepAlive(a)
+}
+
+// limiting returns a gate whose limiter limits at 10/s.
+func limiting(t *testing.T) (*Gate, *clocktest.Clock) {
+	clk := clocktest.New()
+	l, err := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{MinRate: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Observe(l.Reserve(clk.Now()), clk.Now(), rebound.RateFeedback{Throttled: true})
+	return &Gate{Limiter: l, Clock: clk}, clk
+}
+
+func TestWaitDeadline(t *testing.T) {
+	g, clk := limiting(t)
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(50*time.Millisecond))
+	defer cancel()
+	if _, err := g.Wait(ctx); !errors.Is(err, rebound.ErrRateLimited) {
+		t.Fatalf("a turn 100ms away with 50ms left: %v, want ErrRateLimited at once", err)
+	}
+	if n := len(clk.Sleeps()); n != 0 {
+		t.Fatalf("%d waits, want none", n)
+	}
+	// The token was given back: the next turn is still 100ms away.
+	done := make(chan error)
+	go func() { _, err := g.Wait(context.Background()); done <- err }()
+	if !clk.WaitPending(1) {
+		t.Fatal("no wait")
+	}
+	if d := clk.Sleeps()[0]; d != 100*time.Millisecond {
+		t.Fatalf("wait %v, want 100ms", d)
+	}
+	clk.Advance(100 * time.Millisecond)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWaitCancelled(t *testing.T) {
+	g, clk := limiting(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { _, err := g.Wait(ctx); done <- err }()
+	if !clk.WaitPending(1) {
+		t.Fatal("no wait")
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("%v, want the context's cause", err)
+	}
+	if clk.Pending() != 0 {
+		t.Fatal("the cancelled wait left its timer")
+	}
+	go func() { _, err := g.Wait(context.Background()); done <- err }()
+	if !clk.WaitPending(1) {
+		t.Fatal("no wait")
+	}
+	if s := clk.Sleeps(); s[1] != s[0] {
+		t.Fatalf("waits %v: the cancelled one's token was not given back", s)
+	}
+	clk.Advance(time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNilGate(t *testing.T) {
+	var g *Gate
+	if _, err := g.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g.Observe(rebound.Reservation{}, rebound.RateFeedback{Throttled: true})
+	if f := Feedback(8, false, -time.Second); f != (rebound.RateFeedback{Throttled: true}) {
+		t.Fatalf("%+v: a negative wait must be none", f)
+	}
+}
