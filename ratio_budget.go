@@ -12,13 +12,11 @@ import (
 // failures and retries: [RatioBudget] allows retries in proportion to the
 // calls, [ConcurrencyBudget] in proportion to the calls in flight. The
 // retry loops ([Do], [DoValue], [Hedge], and grpcretry, connectretry and
-// httpretry, which run on them; grpcretry's streams have a loop of their
-// own, which spends the budget but does not count its calls) call
-// StartCall before a call's first attempt and EndCall once it has ended,
-// and EndRetry when a retry or hedge that Allow admitted has ended. A
-// failure marked Local (see [RetryInfo]) takes no retry from the budget,
-// so its retry is not counted either. Implementations must be safe for
-// concurrent use.
+// httpretry, streams included) call StartCall before a call's first
+// attempt and EndCall once it has ended, and EndRetry when a retry or
+// hedge that Allow admitted has ended. A failure marked Local (see
+// [RetryInfo]) takes no retry from the budget, so its retry is not
+// counted either. Implementations must be safe for concurrent use.
 type CallBudget interface {
 	Budget
 	// StartCall notes a call about to make its first attempt.

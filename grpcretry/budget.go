@@ -8,12 +8,12 @@ import "github.com/rebound-go/rebound"
 // b is shared by all of the client's targets and methods; to budget per
 // server, give each its own Client. A nil b means none.
 //
-// Streams spend b as unary calls do, but a [rebound.CallBudget] (a
-// [rebound.RatioBudget] or [rebound.ConcurrencyBudget]) is told of unary
-// calls only: it does not count streams among the calls its retries are
-// measured against. Calls under an adaptive hedging delay
-// ([WithAdaptiveHedging]) spend b too, beside the method's own cap on
-// hedges.
+// Streams spend b as unary calls do, and a [rebound.CallBudget] (a
+// [rebound.RatioBudget] or [rebound.ConcurrencyBudget]) counts them among
+// the calls its retries are measured against: a stream is in flight until
+// it ends, and its retry or winning hedge with it. Calls under an
+// adaptive hedging delay ([WithAdaptiveHedging]) spend b too, beside the
+// method's own cap on hedges.
 func WithBudget(b rebound.Budget) Option {
 	return optionFunc(func(o *options) { o.Budget = b })
 }

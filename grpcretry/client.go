@@ -73,7 +73,7 @@ type policyEntry struct {
 	retry    *rebound.Retrier
 	hedge    *rebound.Hedger
 	once     *rebound.Retrier // with hedge: for a call whose request does not fit the buffer
-	budget   rebound.Budget   // with hedge: what its hedges spend (the throttle, WithBudget's); nil for none
+	budget   rebound.Budget   // what retry and hedge spend (the throttle, WithBudget's); nil for none
 	err      error
 	adaptive sync.Map // full method name -> *adaptiveMethod, with WithAdaptiveHedging
 }
@@ -313,8 +313,8 @@ func (c *Client) newPolicy(t *target, mc *serviceconfig.MethodConfig) *policyEnt
 		e.retry, e.hedge, e.err = a6.Strategies(mc, t.throttle, c.opts.Settings())
 		if e.hedge != nil {
 			e.once = a6.Once(t.throttle, c.opts.Settings())
-			e.budget = a6.Budget(t.throttle, c.opts.Settings())
 		}
+		e.budget = a6.Budget(t.throttle, c.opts.Settings())
 	}
 	return e
 }

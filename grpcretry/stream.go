@@ -118,6 +118,9 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		s.timeout = cp.timeout
 	}
 	s.ctx, s.span = c.startCall(s.ctx, method, t)
+	if s.cb, _ = p.budget.(rebound.CallBudget); s.cb != nil {
+		s.cb.StartCall() // finish ends it
+	}
 	return s.start()
 }
 
@@ -217,6 +220,7 @@ type clientStream struct {
 	cancelCtx  context.CancelFunc // ends ctx
 	cancelCall context.CancelFunc // ends the method's timeout
 	stopAbort  func() bool
+	cb         rebound.CallBudget // the budget, when it counts calls; nil otherwise
 
 	// rd is the committed attempt once it has delivered a message: later
 	// RecvMsg calls go straight to it. Only the receiving goroutine (one
@@ -250,6 +254,10 @@ type state struct {
 	opened    bool          // an attempt has been put in flight
 	done      bool
 	final     error // once done: io.EOF on success, else a *callError
+
+	// retries is how many retries or hedges the budget admitted whose
+	// end cb has not been told of (see endRetriesLocked).
+	retries int
 }
 
 // start runs the call's control goroutine and returns the stream once the

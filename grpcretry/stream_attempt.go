@@ -247,6 +247,15 @@ func (s *clientStream) commitLocked(w *attempt) {
 		a.cancel()
 	}
 	s.live = append(s.live[:0], w)
+	if s.cb != nil {
+		// The hedges that lost end now; the winner, when a hedge, with
+		// the call.
+		keep := 0
+		if w.n > 1 {
+			keep = 1
+		}
+		s.endRetriesLocked(s.retries - keep)
+	}
 	for _, sp := range s.spans {
 		if sp != w.span {
 			// The attempts that lost, still open or opening, are cancelled
@@ -351,6 +360,11 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 		s.finish(a, err, s.hedgeVerdict(info))
 		return false
 	}
+	if s.cb != nil {
+		s.mu.Lock()
+		s.endRetriesLocked(s.retries) // a was the retry in flight, if any
+		s.mu.Unlock()
+	}
 	next, rerr := s.policy.RefreshToken(s.parent, tok, rebound.Mark(err, info))
 	if rerr != nil {
 		s.finish(a, err, rerr)
@@ -360,13 +374,32 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 	s.span.Retry(a.n, next.Delay())
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The budget paid for the retry unless the failure was Local, as
+	// rebound.Retrier pays.
+	paid := s.cb != nil && !info.Local
 	if s.done {
+		if paid {
+			s.cb.EndRetry() // it will not be made
+		}
 		return false
+	}
+	if paid {
+		s.retries++
 	}
 	s.tok = next
 	a.judged = true
 	s.cond.Broadcast()
 	return true
+}
+
+// endRetriesLocked tells the call budget that n of the retries or hedges
+// it admitted have ended: a retry when it fails, a hedge when it fails or
+// loses, any still in flight when the call ends. Call with mu held.
+func (s *clientStream) endRetriesLocked(n int) {
+	for ; n > 0 && s.retries > 0; n-- {
+		s.retries--
+		s.cb.EndRetry()
+	}
 }
 
 // hedgeVerdict charges a failed hedge to the budget as rebound.Hedge does,
@@ -446,6 +479,10 @@ func (s *clientStream) finish(a *attempt, err, reason error) {
 		s.final = newCallError(err, s.attempts, reason)
 	}
 	s.release(s.buf.freeBefore(s.buf.end()))
+	if s.cb != nil {
+		s.endRetriesLocked(s.retries)
+		s.cb.EndCall()
+	}
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	s.stopAbort()

@@ -80,8 +80,17 @@ func (s *clientStream) hedgeLoop() {
 			s.span.Throttled(sent + 1)
 			return
 		}
+		if s.cb != nil {
+			s.mu.Lock()
+			s.retries++ // ends when the hedge fails or loses, or with the call
+			s.mu.Unlock()
+		}
 		if launch() {
 			arm(h.delay)
+		} else if s.cb != nil {
+			s.mu.Lock()
+			s.endRetriesLocked(1) // the call ended first: the hedge is not sent
+			s.mu.Unlock()
 		}
 	}
 	arm = func(d time.Duration) {
@@ -125,6 +134,9 @@ func (s *clientStream) hedgeLoop() {
 			}
 			a.judged = true
 			s.last = a
+			if s.cb != nil && a.n > 1 {
+				s.endRetriesLocked(1) // a paid hedge has failed
+			}
 			md := a.md // gotHeaders writes it under mu
 			s.cond.Broadcast()
 			s.mu.Unlock()
