@@ -1,45 +1,5 @@
 package rebound
 
-// Reclassify returns the verdict to use on a failed attempt when a user's
-// classifier has given verdict for it and the built-in classification of
-// the package was builtin. grpcretry, connectretry and httpretry call it
-// for their WithClassifier, so that these guardrails hold the same way in
-// each:
-//
-//   - The classifier may always make a failure non-retryable.
-//   - It may make one retryable (raise its Safety) only when promotable:
-//     when a retry or hedging policy governs the call (gRPC, Connect) or
-//     the request is idempotent (HTTP). Otherwise builtin's Safety stays.
-//   - It can never undo a commit (Committed), nor what the server said
-//     about retrying: a pushback delay or "stop" (HasRetryAfter,
-//     RetryAfter, ServerStop), or a minimum wait (MinDelay, which it may
-//     only lengthen), and a Stop of builtin's stays.
-//   - It may mark a failure as throttling (Throttle) with a Backoff of
-//     its own, as local (Local), or as a Class with its own attempt
-//     limit; an invalid Backoff is dropped.
-func Reclassify(builtin RetryInfo, promotable bool, verdict RetryInfo) RetryInfo {
-	out := verdict
-	if out.Safety > builtin.Safety && !promotable {
-		out.Safety = builtin.Safety
-	}
-	out.Committed = builtin.Committed || verdict.Committed
-	out.ServerStop = builtin.ServerStop || verdict.ServerStop
-	if builtin.HasRetryAfter {
-		out.HasRetryAfter, out.RetryAfter = true, builtin.RetryAfter
-	}
-	out.MinDelay = max(builtin.MinDelay, verdict.MinDelay)
-	if builtin.Stop != nil {
-		out.Stop = builtin.Stop
-	}
-	if out.Backoff != (Backoff{}) && out.Backoff.Validate() != nil {
-		out.Backoff = Backoff{}
-	}
-	if out.ClassAttempts < 0 {
-		out.ClassAttempts = 0
-	}
-	return out
-}
-
 // classCount is how many attempts of a call have failed with a Class.
 type classCount struct {
 	class string
@@ -76,9 +36,10 @@ func classLimited(counts *[]classCount, info RetryInfo) (*[]classCount, bool) {
 }
 
 // backoffFor returns the backoff of a retry after info's failure: its own
-// when it has one, else b.
+// when it has a valid one, else b. A classifier's invalid Backoff would
+// otherwise turn into no wait at all (a Max of 0) or a nonsense one.
 func backoffFor(b Backoff, info RetryInfo) Backoff {
-	if info.Backoff.Initial > 0 {
+	if info.Backoff.Initial > 0 && info.Backoff.Validate() == nil {
 		return info.Backoff
 	}
 	return b

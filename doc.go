@@ -110,8 +110,9 @@
 // Errors describe themselves to strategies through [RetryInfo] (carried by
 // an error with a RetryInfo() RetryInfo method, see [Mark]) and [ErrorInfo].
 // A RetryInfo is also the verdict a user's classifier returns in each
-// protocol package (WithClassifier), within the guardrails of
-// [Reclassify].
+// protocol package (WithClassifier), within guardrails that are the same
+// in all three: it may stop a retry, start one only where the package
+// allows retries, and never undo a commit or what the server said.
 //
 // Beside the A6 [Throttle] and the Smithy [TokenBucket], two budgets
 // follow the traffic, as service meshes keep them: [RatioBudget] (Finagle,

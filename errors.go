@@ -152,7 +152,7 @@ type RetryInfo struct {
 	// Backoff, when its Initial is set, replaces the strategy's backoff
 	// for the retry of this failure: the AWS SDKs back off harder on
 	// throttling errors than on others. It must be valid (see
-	// [Backoff.Validate]); [Reclassify] drops one that is not.
+	// [Backoff.Validate]); one that is not is ignored.
 	Backoff Backoff
 	// Class names a kind of failure with an attempt limit of its own,
 	// ClassAttempts: a call makes no further attempt once ClassAttempts

@@ -4,6 +4,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/verdict"
 )
 
 // Failure is a failed attempt, as a classifier given to [WithClassifier]
@@ -19,8 +20,8 @@ type Failure struct {
 // WithClassifier lets f decide what a failed attempt of a call under a
 // retry or hedging policy means for retrying it. f gets the failure and
 // the built-in verdict (the policy's codes, pushback, RetryInfo), and
-// returns the verdict to use, within guardrails (see
-// [rebound.Reclassify]):
+// returns the verdict to use, within guardrails that are the same in
+// grpcretry and httpretry:
 //
 //   - f may make any failure non-retryable (Safety [rebound.SafetyNo]),
 //     and make one retryable ([rebound.SafetyYes]) whatever the policy's
@@ -54,5 +55,5 @@ func (o *options) verdict(procedure string, ce *connect.Error, err error, info r
 	if ce == nil {
 		ce = connect.NewError(connect.CodeUnknown, err)
 	}
-	return rebound.Reclassify(info, true, o.classify(Failure{Procedure: procedure, Err: ce}, info))
+	return verdict.Reclassify(info, true, o.classify(Failure{Procedure: procedure, Err: ce}, info))
 }

@@ -5,6 +5,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/verdict"
 )
 
 // Failure is a failed attempt, as a classifier given to [WithClassifier]
@@ -24,7 +25,7 @@ type Failure struct {
 // retry or hedging policy means for retrying it. f gets the failure and
 // the built-in verdict (the policy's codes, pushback, RetryInfo, whether
 // the call committed), and returns the verdict to use, within guardrails
-// (see [rebound.Reclassify]):
+// that are the same in connectretry and httpretry:
 //
 //   - f may make any failure non-retryable (Safety [rebound.SafetyNo]),
 //     and make one retryable ([rebound.SafetyYes]) whatever the policy's
@@ -57,5 +58,5 @@ func (o *options) verdict(method string, info rebound.RetryInfo, err error, head
 		return info
 	}
 	st, _ := status.FromError(err)
-	return rebound.Reclassify(info, true, o.classify(Failure{Method: method, Status: st, Header: header, Trailer: trailer}, info))
+	return verdict.Reclassify(info, true, o.classify(Failure{Method: method, Status: st, Header: header, Trailer: trailer}, info))
 }

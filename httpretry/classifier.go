@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/verdict"
 )
 
 // Failure is a failed attempt, as a classifier given to [WithClassifier]
@@ -23,8 +24,8 @@ type Failure struct {
 // WithClassifier lets f decide what a failed attempt means for retrying
 // it. f gets the failure and the built-in verdict (the retryable status
 // codes, whether the request is idempotent, the connection error), and
-// returns the verdict to use, within guardrails (see
-// [rebound.Reclassify]):
+// returns the verdict to use, within guardrails that are the same in
+// grpcretry and connectretry:
 //
 //   - f may make any failure non-retryable (Safety [rebound.SafetyNo]);
 //     it may make one retryable only when the request is idempotent
@@ -64,12 +65,12 @@ func (t *Transport) judged(r *http.Request, idempotent bool, err error) error {
 		if se.overCap > 0 {
 			return err // the server asked for more than the caller waits
 		}
-		se.info = rebound.Reclassify(builtin, idempotent, f(Failure{Request: r, Response: se.resp}, builtin))
+		se.info = verdict.Reclassify(builtin, idempotent, f(Failure{Request: r, Response: se.resp}, builtin))
 		return se
 	}
 	cause := err
 	if u := errors.Unwrap(err); u != nil {
 		cause = u // the error Mark wrapped
 	}
-	return rebound.Mark(cause, rebound.Reclassify(builtin, idempotent, f(Failure{Request: r, Err: cause}, builtin)))
+	return rebound.Mark(cause, verdict.Reclassify(builtin, idempotent, f(Failure{Request: r, Err: cause}, builtin)))
 }
