@@ -3,6 +3,7 @@ package connectretry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -45,6 +46,59 @@ func TestClassifier(t *testing.T) {
 				_, err := call(context.Background(), c.unary, "x")
 				if got := s.count(unary); got != tc.attempts || !errors.Is(err, tc.reason) || connect.CodeOf(err) != tc.code {
 					t.Fatalf("%d attempts, err %v; want %d, reason %v", got, err, tc.attempts, tc.reason)
+				}
+			})
+		}
+	}
+}
+
+// TestClassifierGuardrails: the classifier cannot undo the server's
+// pushback "stop", cannot start retries for a procedure no policy governs
+// (it is not even asked), and a class it names has its own attempt limit,
+// as in grpcretry and httpretry.
+func TestClassifierGuardrails(t *testing.T) {
+	retryAll := func(_ connectretry.Failure, v rebound.RetryInfo) rebound.RetryInfo {
+		v.Safety = rebound.SafetyYes
+		v.Committed, v.ServerStop = false, false // attempts to undo: ignored
+		return v
+	}
+	for _, tc := range []struct {
+		name     string
+		cfg      string // the service the policy names
+		pushback string
+		classify func(connectretry.Failure, rebound.RetryInfo) rebound.RetryInfo
+		attempts int
+		reason   error
+	}{
+		{"cannot undo pushback stop", service, "-1", retryAll, 1, rebound.ErrPushback},
+		{"cannot promote without a policy", "other.Service", "", func(f connectretry.Failure, v rebound.RetryInfo) rebound.RetryInfo {
+			t.Errorf("classifier asked about %s, which no policy governs", f.Procedure)
+			return retryAll(f, v)
+		}, 1, nil},
+		{"a class with its own limit", service, "", func(_ connectretry.Failure, v rebound.RetryInfo) rebound.RetryInfo {
+			v.Class, v.ClassAttempts = "busy", 2
+			return v
+		}, 2, rebound.ErrAttemptsExhausted},
+	} {
+		for _, p := range protocols {
+			t.Run(tc.name+"/"+p.name, func(t *testing.T) {
+				s := startServer(t, handlers{unary: func(context.Context, int, *request) (*connect.Response[msg], error) {
+					e := connect.NewError(connect.CodeUnavailable, errors.New("fails"))
+					if tc.pushback != "" {
+						e.Meta().Set("grpc-retry-pushback-ms", tc.pushback)
+					}
+					return nil, e
+				}}, p.http2)
+				cfg := parse(t, fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],"retryPolicy":{
+					"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,
+					"retryableStatusCodes":["UNAVAILABLE"]}}]}`, tc.cfg))
+				c, _ := dial(t, s, p, cfg, connectretry.WithClassifier(tc.classify))
+				_, err := call(context.Background(), c.unary, "x")
+				if got := s.count(unary); got != tc.attempts || connect.CodeOf(err) != connect.CodeUnavailable {
+					t.Fatalf("%d attempts, err %v; want %d, UNAVAILABLE", got, err, tc.attempts)
+				}
+				if tc.reason != nil && !errors.Is(err, tc.reason) {
+					t.Fatalf("err %v, want reason %v", err, tc.reason)
 				}
 			})
 		}

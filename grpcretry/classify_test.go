@@ -20,6 +20,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/grpcretry"
 	"github.com/rebound-go/rebound/internal/grpctest"
+	"github.com/rebound-go/rebound/serviceconfig"
 )
 
 // retryAll makes every failure retryable.
@@ -75,6 +76,26 @@ func TestClassifierGuardrails(t *testing.T) {
 				t.Fatalf("%d attempts, err %v; want %d, reason %v", got, err, tc.attempts, tc.reason)
 			}
 		})
+	}
+}
+
+// TestClassifierNoPolicy: a method no retry or hedging policy governs is
+// never retried, whatever the classifier would say: it is not asked.
+func TestClassifierNoPolicy(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(1<<30, codes.Unavailable))
+	cfg, err := serviceconfig.Parse([]byte(`{"methodConfig":[{"name":[{"service":"other.Service"}],"retryPolicy":{
+		"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := client(t, srv, cfg, grpcretry.WithClassifier(func(f grpcretry.Failure, v rebound.RetryInfo) rebound.RetryInfo {
+		t.Errorf("classifier asked about %s, which no policy governs", f.Method)
+		return retryAll(f, v)
+	}))
+	var n int
+	_, err = c.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n))
+	if got := srv.Count(grpctest.UnaryCall); got != 1 || n != 1 || status.Code(err) != codes.Unavailable {
+		t.Fatalf("%d attempts (Attempts %d), err %v; want 1, UNAVAILABLE", got, n, err)
 	}
 }
 
