@@ -20,8 +20,11 @@ import (
 //
 // A 429, and a 503 with a Retry-After, are throttles; the Retry-After
 // (at most [WithRetryAfterCap]'s cap) holds the rate until it has
-// passed. Every other answer only feeds the measured rate. The limit
-// starts at the host's first throttle: until then nothing waits.
+// passed. Every other answer only feeds the measured rate. With
+// [WithClassifier], the classifier's Throttle mark has the last word: a
+// failure it marks counts as a throttle, and a throttle it unmarks only
+// feeds the measured rate. The limit starts at the host's first
+// throttle: until then nothing waits.
 //
 // Every Transport of the process with c shares one limiter per host, so
 // that the clients of one process together keep to the host's limit; a
@@ -47,8 +50,34 @@ type limitedBase struct {
 }
 
 func newLimitedBase(base http.RoundTripper, cfg *config) *limitedBase {
+	if f := cfg.classify; f != nil {
+		// The classifier's word on throttling reaches the limit: see
+		// sendJudged.
+		cfg.classify = func(fl Failure, builtin rebound.RetryInfo) rebound.RetryInfo {
+			v := f(fl, builtin)
+			ratelimit.Of(fl.Request.Context()).Settle(builtin, v)
+			return v
+		}
+	}
 	return &limitedBase{base: base, cfg: cfg, gates: bounded.New[string, *ratelimit.Gate](bounded.DefaultMax)}
 }
+
+// sendJudged is sendWith under a rate limit and a classifier (see
+// WithClassifier): the attempt's answer waits in its context for the
+// classifier's verdict, so that a failure the classifier marks as
+// throttling cuts the host's rate, and a throttle it unmarks does not;
+// an answer the classifier does not see (a success, a Retry-After beyond
+// the cap) is told as the rate limit's own rules judge it.
+func (t *Transport) sendJudged(r *http.Request, idempotent bool, retryable *statusSet) (*http.Response, error) {
+	ctx, v := ratelimit.Await(r.Context(), true)
+	resp, err := t.sendWith(r.WithContext(ctx), idempotent, retryable)
+	v.Release()
+	return resp, err
+}
+
+// awaited reports whether r's context holds an attempt's answer for the
+// classifier's verdict (see sendJudged).
+func awaited(r *http.Request) bool { return ratelimit.Of(r.Context()) != nil }
 
 func (l *limitedBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	gate, _ := l.gates.Get(r.URL.Host, func() (*ratelimit.Gate, error) {
@@ -63,9 +92,9 @@ func (l *limitedBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	resp, err := l.base.RoundTrip(r)
 	if err == nil && resp != nil {
-		gate.Observe(res, l.feedback(resp))
+		gate.Answer(r.Context(), res, true, l.feedback(resp))
 	} else {
-		gate.Observe(res, rebound.RateFeedback{})
+		gate.Answer(r.Context(), res, true, rebound.RateFeedback{})
 	}
 	return resp, err
 }

@@ -206,6 +206,52 @@ func TestAdaptiveRateLimitThrottles(t *testing.T) {
 	}
 }
 
+// TestAdaptiveRateLimitClassifier: the classifier's word on throttling
+// is the limit's. A 503 without Retry-After that it marks as throttling
+// starts the limit; a 429 that it unmarks does not; one it leaves as it
+// was is judged by the limit's own rules.
+func TestAdaptiveRateLimitClassifier(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		status   int
+		mark     func(rebound.RetryInfo) rebound.RetryInfo
+		throttle bool
+	}{
+		{"503 marked", http.StatusServiceUnavailable, func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = true; return i }, true},
+		{"503 as is", http.StatusServiceUnavailable, func(i rebound.RetryInfo) rebound.RetryInfo { return i }, false},
+		{"429 unmarked", http.StatusTooManyRequests, func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = false; return i }, false},
+		{"429 as is", http.StatusTooManyRequests, func(i rebound.RetryInfo) rebound.RetryInfo { return i }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newScripted(t)
+			srv.answer(c.status, "")
+			clk := clocktest.New()
+			var judged atomic.Int32
+			client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport,
+				httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}),
+				httpretry.WithClassifier(func(f httpretry.Failure, builtin rebound.RetryInfo) rebound.RetryInfo {
+					judged.Add(1)
+					return c.mark(builtin)
+				}))}
+			if code, err := rlGet(context.Background(), client, srv.URL); err != nil || code != c.status {
+				t.Fatalf("%d, %v", code, err)
+			}
+			if judged.Load() != 1 {
+				t.Fatalf("the classifier judged %d answers, want 1", judged.Load())
+			}
+			ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(200*time.Millisecond))
+			defer cancel()
+			_, err := rlGet(ctx, client, srv.URL)
+			if limited := errors.Is(err, rebound.ErrRateLimited); limited != c.throttle {
+				t.Fatalf("next request: %v; throttle %v", err, c.throttle)
+			}
+			if want := 1 + map[bool]int32{true: 0, false: 1}[c.throttle]; srv.seen.Load() != want {
+				t.Fatalf("the server saw %d requests, want %d", srv.seen.Load(), want)
+			}
+		})
+	}
+}
+
 // TestAdaptiveRateLimitBadInput: a bad setting is an error naming the
 // option and the field.
 func TestAdaptiveRateLimitBadInput(t *testing.T) {

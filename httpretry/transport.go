@@ -371,6 +371,9 @@ func (t *Transport) send(r *http.Request, idempotent bool) (*http.Response, erro
 // sendWith is send with the status codes a call's override retries; nil
 // means the Transport's.
 func (t *Transport) sendWith(r *http.Request, idempotent bool, retryable *statusSet) (*http.Response, error) {
+	if t.cfg.rateLimit != nil && t.cfg.classify != nil && !awaited(r) {
+		return t.sendJudged(r, idempotent, retryable)
+	}
 	resp, err := t.base.RoundTrip(r)
 	switch {
 	case err != nil:

@@ -111,6 +111,113 @@ func (g *Gate) Observe(r rebound.Reservation, f rebound.RateFeedback) {
 	}
 }
 
+// Answer tells the limiter the answer to the attempt sent with r, whose
+// context is ctx, as f judges it; when ctx carries a [Verdict] and the
+// attempt failed, it leaves the answer there for the classifier's
+// verdict to settle.
+func (g *Gate) Answer(ctx context.Context, r rebound.Reservation, failed bool, f rebound.RateFeedback) {
+	if g == nil || g.Limiter == nil {
+		return
+	}
+	if v := Of(ctx); v != nil && failed && v.hold(g, r, f) {
+		return
+	}
+	g.Observe(r, f)
+}
+
+// Verdict carries a failed attempt's answer from the rate limit, which
+// sees it first, below the retry loop, to the client's classifier (a
+// WithClassifier), which decides in the loop whether it was a throttle:
+// the limiter hears of the answer once, with the verdict's word. It is
+// safe for concurrent use; a nil *Verdict holds nothing.
+type Verdict struct {
+	mu   sync.Mutex
+	g    *Gate
+	r    rebound.Reservation
+	f    rebound.RateFeedback
+	held bool
+}
+
+type verdictKey struct{}
+
+// Await returns ctx carrying a new Verdict for the attempt made with it,
+// when on (a rate limit and a classifier are both set); else ctx and nil.
+func Await(ctx context.Context, on bool) (context.Context, *Verdict) {
+	if !on {
+		return ctx, nil
+	}
+	v := new(Verdict)
+	return context.WithValue(ctx, verdictKey{}, v), v
+}
+
+// hold keeps the answer, unless one is kept already (the context of one
+// attempt reached the limit twice).
+func (v *Verdict) hold(g *Gate, r rebound.Reservation, f rebound.RateFeedback) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.held {
+		return false
+	}
+	v.g, v.r, v.f, v.held = g, r, f, true
+	return true
+}
+
+// Settle tells the limiter the answer held, if any, with the classifier's
+// word on whether it was a throttle: builtin is the verdict the
+// classifier was given, final the one it returned. A failure it marks as
+// throttling counts as one; a throttle of the built-in rules that it
+// unmarks (a 503 with Retry-After that is the server's maintenance, not
+// its limit) does not cut the rate; when it leaves the mark as it was,
+// the rate limit's own rules stand (they also count a pushback or a
+// RESOURCE_EXHAUSTED that the built-in verdict does not mark). The
+// server's explicit wait is the answer's own, else the verdict's pushback
+// or minimum delay.
+func (v *Verdict) Settle(builtin, final rebound.RetryInfo) {
+	g, r, f, held := v.take()
+	if !held {
+		return
+	}
+	if final.Throttle != builtin.Throttle {
+		f.Throttled = final.Throttle
+	}
+	switch {
+	case !f.Throttled:
+		f.Wait = 0
+	case f.Wait > 0:
+	case final.HasRetryAfter:
+		f.Wait = final.RetryAfter
+	default:
+		f.Wait = final.MinDelay
+	}
+	g.Observe(r, f)
+}
+
+// Release tells the limiter the answer held, if any, as the rate limit's
+// own rules judge it: the attempt ended where no classifier ran (it
+// succeeded, or its own timer cut it).
+func (v *Verdict) Release() {
+	if g, r, f, held := v.take(); held {
+		g.Observe(r, f)
+	}
+}
+
+func (v *Verdict) take() (*Gate, rebound.Reservation, rebound.RateFeedback, bool) {
+	if v == nil {
+		return nil, rebound.Reservation{}, rebound.RateFeedback{}, false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	g, r, f, held := v.g, v.r, v.f, v.held
+	v.g, v.held = nil, false
+	return g, r, f, held
+}
+
+// Of returns the Verdict that ctx carries, or nil.
+func Of(ctx context.Context) *Verdict {
+	v, _ := ctx.Value(verdictKey{}).(*Verdict)
+	return v
+}
+
 func (g *Gate) clock() rebound.Clock {
 	if g.Clock != nil {
 		return g.Clock

@@ -116,3 +116,75 @@ func TestNilGate(t *testing.T) {
 		t.Fatalf("%+v: a negative wait must be none", f)
 	}
 }
+
+// TestVerdict: an answer held for the classifier reaches the limiter once,
+// with the classifier's word when it changed the Throttle mark, with the
+// limit's own rules when it did not, or as the rules judge it when no
+// classifier saw it.
+func TestVerdict(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		builtin         bool // the limit's own rules: a throttle
+		given, returned bool // the Throttle mark the classifier got and gave
+		release         bool // no classifier saw it
+		want            bool // the limit switched on
+	}{
+		{"marked", false, false, true, false, true},
+		{"unmarked", true, true, false, false, false},
+		{"left, a throttle by the rules", true, false, false, false, true},
+		{"left, no throttle", false, false, false, false, false},
+		{"released throttle", true, false, false, true, true},
+		{"released answer", false, false, false, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, err := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := &Gate{Limiter: l, Clock: clocktest.New()}
+			ctx, v := Await(context.Background(), true)
+			r, err := g.Wait(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Answer(ctx, r, true, rebound.RateFeedback{Throttled: c.builtin})
+			if l.Rate() != 0 {
+				t.Fatal("the limiter heard of the answer before the verdict")
+			}
+			if c.release {
+				v.Release()
+			} else {
+				v.Settle(rebound.RetryInfo{Throttle: c.given}, rebound.RetryInfo{Throttle: c.returned})
+			}
+			if on := l.Rate() != 0; on != c.want {
+				t.Fatalf("limit on: %v, want %v", on, c.want)
+			}
+			// Settled once: a second verdict is not heard.
+			v.Settle(rebound.RetryInfo{}, rebound.RetryInfo{Throttle: true})
+			if on := l.Rate() != 0; on != c.want {
+				t.Fatal("a second verdict was heard")
+			}
+		})
+	}
+	// Without a Verdict in the context, or for a success, the answer is
+	// heard at once; a nil Verdict holds nothing.
+	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	g := &Gate{Limiter: l, Clock: clocktest.New()}
+	g.Answer(context.Background(), rebound.Reservation{}, true, rebound.RateFeedback{Throttled: true})
+	if l.Rate() == 0 {
+		t.Fatal("an answer without a Verdict was not heard at once")
+	}
+	ctx, v := Await(context.Background(), true)
+	l2, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	(&Gate{Limiter: l2, Clock: clocktest.New()}).Answer(ctx, rebound.Reservation{}, false, rebound.RateFeedback{Throttled: true})
+	if l2.Rate() == 0 {
+		t.Fatal("a success's answer was held")
+	}
+	v.Release()
+	var none *Verdict
+	none.Settle(rebound.RetryInfo{}, rebound.RetryInfo{Throttle: true})
+	none.Release()
+	if _, v := Await(context.Background(), false); v != nil {
+		t.Fatal("Await made a Verdict when off")
+	}
+}
