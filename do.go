@@ -22,6 +22,10 @@ var (
 //     that would reach it ends the loop with [ErrDeadline] at once.
 //   - An attempt that fails after ctx is done is not retried: the caller's
 //     cancellation is final.
+//   - When s has a method Budget() Budget ([Retrier.Budget]) that returns
+//     a [CallBudget], Do tells it of the call and of each retry its tokens
+//     paid for, so a strategy that wraps a Retrier or a Standard keeps a
+//     [RatioBudget] or [ConcurrencyBudget] counting by passing Budget on.
 //
 // When retrying stops, Do returns an [*Error] that unwraps to the last
 // attempt's error and to the reason (a sentinel such as

@@ -246,7 +246,8 @@ func recordSuccess(b Budget, tk *token) {
 // Clock returns the strategy's clock; [Do] waits on it.
 func (st *Standard) Clock() Clock { return st.s.clock }
 
-// Budget returns the budget of the strategy, nil for none.
+// Budget returns the budget of the strategy, nil for none. [Do] counts
+// calls for it through this method (see [CallBudget]).
 func (st *Standard) Budget() Budget { return st.s.budget }
 
 func (st *Standard) firstToken() Token { return &token{owner: st, attempt: 1} }
@@ -362,7 +363,8 @@ func (p *Retrier) RecordSuccess(t Token) error {
 // Clock returns the policy's clock; [Do] waits on it.
 func (p *Retrier) Clock() Clock { return p.s.clock }
 
-// Budget returns the budget of the strategy, nil for none.
+// Budget returns the budget of the strategy, nil for none. [Do] counts
+// calls for it through this method (see [CallBudget]).
 func (p *Retrier) Budget() Budget { return p.s.budget }
 
 func (p *Retrier) firstToken() Token { return &token{owner: p, attempt: 1} }
