@@ -1,10 +1,14 @@
 package grpcretry
 
 import (
+	"errors"
+
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/ratelimit"
 	"github.com/rebound-go/rebound/internal/verdict"
 )
 
@@ -36,6 +40,10 @@ type Failure struct {
 //     own, as Local (a client-side limit: no budget is spent or refilled
 //     for it), or as a Class with its own attempt limit (ClassAttempts).
 //
+// The built-in verdict marks RESOURCE_EXHAUSTED, and any status with
+// pushback, as throttling (Throttle); under [WithAdaptiveRateLimit] the
+// mark f returns is what the rate limit counts.
+//
 // A per-attempt timeout is not given to f. f runs on the call's path, once
 // per failed attempt (also for hedges racing each other), and must be
 // safe for concurrent use.
@@ -51,12 +59,22 @@ func WithClassifier(f func(Failure, rebound.RetryInfo) rebound.RetryInfo) Option
 
 // verdict classifies a failed attempt of method, made under a policy:
 // info is what its code and pushback say; the server's RetryInfo and the
-// client's classifier add to it.
-func (o *options) verdict(method string, info rebound.RetryInfo, err error, header, trailer metadata.MD) rebound.RetryInfo {
+// client's classifier add to it. The classifier's word on throttling
+// settles the attempt's answer to the rate limit, held in v (nil when the
+// client has no rate limit, or the attempt did not wait for the verdict).
+func (o *options) verdict(v *ratelimit.Verdict, method string, info rebound.RetryInfo, err error, header, trailer metadata.MD) rebound.RetryInfo {
 	info = hinted(o.Hints, info, err)
 	if o.classify == nil {
 		return info
 	}
 	st, _ := status.FromError(err)
-	return verdict.Reclassify(info, true, o.classify(Failure{Method: method, Status: st, Header: header, Trailer: trailer}, info))
+	// The built-in verdict marks what the rate limit counts as a
+	// throttle from the server (not its own refusal to send), so that the
+	// classifier sees it and may unmark it.
+	if _, _, pushback := a6.ParsePushback(trailer[a6.PushbackHeader]); !errors.Is(err, rebound.ErrRateLimited) {
+		info.Throttle = info.Throttle || ratelimit.Feedback(uint32(st.Code()), pushback, 0).Throttled
+	}
+	final := verdict.Reclassify(info, true, o.classify(Failure{Method: method, Status: st, Header: header, Trailer: trailer}, info))
+	v.Settle(info, final)
+	return final
 }

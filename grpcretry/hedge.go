@@ -191,6 +191,7 @@ func (h *hedgedCall) attempt(ctx context.Context, n int) (*hedgeAttempt, error) 
 		opts = append(opts, grpc.Peer(&a.peer))
 	}
 	ctx, as := startAttempt(ctx, h.span, n)
+	ctx, v := h.client.awaitVerdict(ctx)
 	err := h.invoker(ctx, h.method, h.req, a.reply, h.cc, opts...)
 	if err == nil {
 		endAttempt(as, nil, rebound.RetryInfo{}, h.span.Lost(ctx))
@@ -199,7 +200,7 @@ func (h *hedgedCall) attempt(ctx context.Context, n int) (*hedgeAttempt, error) 
 	nonFatal := h.codes.Has(serviceconfig.Code(status.Code(err)))
 	// Headers before the status mean the response had started: A6
 	// commits the call to this attempt.
-	info := h.client.verdict(h.method, a6.Info(nonFatal, a.trailer[a6.PushbackHeader], a.header != nil), err, a.header, a.trailer)
+	info := h.client.verdict(v, h.method, a6.Info(nonFatal, a.trailer[a6.PushbackHeader], a.header != nil), err, a.header, a.trailer)
 	if a.header != nil {
 		as.Committed(whyHeaders)
 	}

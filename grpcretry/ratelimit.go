@@ -27,8 +27,13 @@ import (
 // RESOURCE_EXHAUSTED, and any status with a grpc-retry-pushback-ms
 // trailer, are throttles; the pushback delay, or else the retry_delay of a
 // google.rpc.RetryInfo in the status details, holds the rate until it has
-// passed. Every other status only feeds the measured rate. The limit
-// starts at the server's first throttle: until then nothing waits.
+// passed. Every other status only feeds the measured rate. With
+// [WithClassifier], the classifier's Throttle mark has the last word on a
+// unary call's failed attempts: the built-in verdict it is given marks
+// what these rules count, a failure it marks counts as a throttle, and a
+// throttle it unmarks only feeds the measured rate (a stream's attempts
+// are judged by these rules alone). The limit starts at the server's
+// first throttle: until then nothing waits.
 //
 // Every client of the process with the same server name and c shares one
 // limiter, so that they together keep to the server's limit. c's fields
@@ -50,6 +55,13 @@ func (c *Client) newLimit(name string) *ratelimit.Gate {
 		return nil
 	}
 	return &ratelimit.Gate{Limiter: ratelimit.Limiter(name, *c.opts.rateLimit), Clock: c.clock}
+}
+
+// awaitVerdict gives an attempt's context a place where its answer waits
+// for the classifier's verdict before the rate limit hears of it (see
+// ratelimit.Verdict), when the client has both.
+func (o *options) awaitVerdict(ctx context.Context) (context.Context, *ratelimit.Verdict) {
+	return ratelimit.Await(ctx, o.rateLimit != nil && o.classify != nil)
 }
 
 // rateLimited is the error of an attempt whose turn would come after its
@@ -95,7 +107,7 @@ func limitedInvoker(g *ratelimit.Gate, invoker grpc.UnaryInvoker) grpc.UnaryInvo
 		}
 		var trailer metadata.MD
 		err = invoker(ctx, method, req, reply, cc, append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))...)
-		g.Observe(r, feedback(err, trailer))
+		g.Answer(ctx, r, err != nil, feedback(err, trailer))
 		return err
 	}
 }

@@ -54,11 +54,11 @@ func scriptedServer(t *testing.T) (*grpctest.Server, *atomic.Pointer[answer]) {
 
 // limitedClient dials srv through rebound with a manual clock and an
 // adaptive rate limit of its own server name.
-func limitedClient(t *testing.T, srv *grpctest.Server, cfg *serviceconfig.Config) (testpb.TestServiceClient, *clocktest.Clock) {
+func limitedClient(t *testing.T, srv *grpctest.Server, cfg *serviceconfig.Config, opts ...grpcretry.Option) (testpb.TestServiceClient, *clocktest.Clock) {
 	clk := clocktest.New()
-	c, err := grpcretry.New(cfg, grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.5)),
+	c, err := grpcretry.New(cfg, append([]grpcretry.Option{grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.5)),
 		grpcretry.WithServerName(fmt.Sprint("ratelimit-", t.Name(), time.Now().UnixNano())),
-		grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))
+		grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{})}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +184,67 @@ func TestAdaptiveRateLimitThrottles(t *testing.T) {
 			tc, clk := limitedClient(t, srv, nil)
 			if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x")); status.Code(err) != c.code {
 				t.Fatalf("got %v, want %v", err, c.code)
+			}
+			ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(200*time.Millisecond))
+			defer cancel()
+			_, err := tc.UnaryCall(ctx, grpctest.Request("x"))
+			if limited := errors.Is(err, rebound.ErrRateLimited); limited != c.throttle {
+				t.Fatalf("next call: %v; throttle %v", err, c.throttle)
+			}
+			want := 2
+			if c.throttle {
+				want = 1
+			}
+			if n := srv.Count(grpctest.UnaryCall); n != want {
+				t.Fatalf("the server saw %d calls, want %d", n, want)
+			}
+		})
+	}
+}
+
+// TestAdaptiveRateLimitClassifier: the classifier's word on throttling
+// is the limit's, for retried and hedged calls. UNAVAILABLE or INTERNAL
+// that it marks as throttling starts the limit; RESOURCE_EXHAUSTED, which
+// the built-in verdict it is given marks, does not once it unmarks it; a
+// mark it leaves as it was is judged by the limit's own rules.
+func TestAdaptiveRateLimitClassifier(t *testing.T) {
+	mark := func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = true; return i }
+	unmark := func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = false; return i }
+	same := func(i rebound.RetryInfo) rebound.RetryInfo { return i }
+	for _, c := range []struct {
+		name     string
+		hedged   bool
+		code     codes.Code
+		given    bool // the built-in verdict's Throttle mark
+		judge    func(rebound.RetryInfo) rebound.RetryInfo
+		throttle bool
+	}{
+		{"UNAVAILABLE marked", false, codes.Unavailable, false, mark, true},
+		{"UNAVAILABLE as is", false, codes.Unavailable, false, same, false},
+		{"RESOURCE_EXHAUSTED unmarked", false, codes.ResourceExhausted, true, unmark, false},
+		{"RESOURCE_EXHAUSTED as is", false, codes.ResourceExhausted, true, same, true},
+		{"hedged INTERNAL marked", true, codes.Internal, false, mark, true},
+		{"hedged RESOURCE_EXHAUSTED unmarked", true, codes.ResourceExhausted, true, unmark, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, ans := scriptedServer(t)
+			ans.Store(&answer{code: c.code})
+			cfg := retryConfig(t, 2, `"ABORTED"`, "") // nothing here is retried
+			if c.hedged {
+				cfg = hedgeConfig(t, 2, "10s", "") // INTERNAL and RESOURCE_EXHAUSTED are fatal
+			}
+			var judged atomic.Int32
+			tc, clk := limitedClient(t, srv, cfg, grpcretry.WithClassifier(func(f grpcretry.Failure, builtin rebound.RetryInfo) rebound.RetryInfo {
+				if judged.Add(1) == 1 && builtin.Throttle != c.given {
+					t.Errorf("the built-in verdict's Throttle is %v, want %v", builtin.Throttle, c.given)
+				}
+				return c.judge(builtin)
+			}))
+			if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x")); status.Code(err) != c.code {
+				t.Fatalf("got %v, want %v", err, c.code)
+			}
+			if judged.Load() != 1 {
+				t.Fatalf("the classifier judged %d answers, want 1", judged.Load())
 			}
 			ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(200*time.Millisecond))
 			defer cancel()

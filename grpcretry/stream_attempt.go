@@ -350,7 +350,7 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 		err, info = newTimeoutError(s.timeout), perattempt.Info(committed)
 		s.timeouts.Add(1)
 	} else {
-		info = s.c.opts.verdict(s.method, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed), err, md, a.trailer())
+		info = s.c.opts.verdict(nil, s.method, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed), err, md, a.trailer())
 	}
 	if a.timer != nil {
 		a.cancel() // the attempt's own context ends with it

@@ -145,7 +145,7 @@ func (s *clientStream) hedgeLoop() {
 				s.finish(a, err, context.Cause(s.parent))
 				return
 			}
-			info := s.c.opts.verdict(s.method, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), false), err, md, a.trailer())
+			info := s.c.opts.verdict(nil, s.method, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), false), err, md, a.trailer())
 			endAttempt(a.span, err, info, false)
 			// A6 counts a non-fatal failure or a pushback "stop" against
 			// the throttle, whatever happens to the call next.

@@ -217,6 +217,7 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	}
 	u.md.header, u.md.trailer = nil, nil
 	ctx, as := startAttempt(ctx, u.span, u.attempts)
+	ctx, v := u.c.opts.awaitVerdict(ctx)
 	actx, cancel := perattempt.WithDeadline(ctx, u.timeout)
 	err := u.invoker(actx, u.method, u.req, u.reply, u.cc, u.opts...)
 	timedOut := err != nil && u.timeout > 0 && (perattempt.TimedOut(ctx, actx) ||
@@ -232,9 +233,10 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	var info rebound.RetryInfo
 	if timedOut {
 		err, info = newTimeoutError(u.timeout), perattempt.Info(committed)
+		v.Release() // no classifier judged the answer, if one came
 	} else {
 		retryable := u.codes.Has(serviceconfig.Code(status.Code(err)))
-		info = u.c.opts.verdict(u.method, a6.Info(retryable, u.md.trailer[a6.PushbackHeader], committed), err, u.md.header, u.md.trailer)
+		info = u.c.opts.verdict(v, u.method, a6.Info(retryable, u.md.trailer[a6.PushbackHeader], committed), err, u.md.header, u.md.trailer)
 	}
 	u.last = err
 	if u.md.header != nil {
