@@ -3,6 +3,7 @@ package grpcretry_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,32 @@ func TestAdaptiveCap(t *testing.T) {
 	}
 	if srv.Count(grpctest.UnaryCall) != 24 {
 		t.Fatalf("server saw %d attempts, want 24", srv.Count(grpctest.UnaryCall))
+	}
+}
+
+// TestAdaptiveSpendsBudget: under an adaptive hedging delay a hedge needs
+// WithBudget's leave too, beside the method's cap, and the calls count for
+// a ratio budget: a bucket of two hedges' cost lets two calls hedge.
+func TestAdaptiveSpendsBudget(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(1000, codes.Unavailable))
+	bucket, _ := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 10, RetryCost: 5, TimeoutCost: 10})
+	// No floor: a hedge needs its call counted.
+	ratio, _ := rebound.NewRatioBudget(rebound.RatioBudgetConfig{Ratio: 1, TTL: time.Minute})
+	adaptive := grpcretry.AdaptiveHedging{MaxExtraLoad: 0.5, Window: time.Minute, MinSamples: 1000, Burst: 100}
+	cc, _ := hedgeClient(t, srv, hedgeConfig(t, 2, "0s", ""), nil, grpcretry.WithAdaptiveHedging(adaptive),
+		grpcretry.WithBudget(rebound.AllBudgets(bucket, ratio)))
+	tc := testpb.NewTestServiceClient(cc)
+	var got []int
+	for range 5 {
+		var n int
+		_, _ = tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n))
+		got = append(got, n)
+	}
+	if want := []int{2, 2, 1, 1, 1}; !slices.Equal(got, want) {
+		t.Fatalf("attempts per call %v, want %v: the bucket pays for two hedges", got, want)
+	}
+	if calls, hedges := ratio.Counts(); calls != 5 || hedges != 2 || bucket.Tokens() != 0 {
+		t.Fatalf("ratio budget counted %d calls %d hedges, bucket holds %d; want 5 2 0", calls, hedges, bucket.Tokens())
 	}
 }
 
