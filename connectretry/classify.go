@@ -1,9 +1,13 @@
 package connectretry
 
 import (
+	"errors"
+
 	"connectrpc.com/connect"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/ratelimit"
 	"github.com/rebound-go/rebound/internal/verdict"
 )
 
@@ -32,6 +36,10 @@ type Failure struct {
 //     own, as Local (a client-side limit: no budget is spent or refilled
 //     for it), or as a Class with its own attempt limit (ClassAttempts).
 //
+// The built-in verdict marks ResourceExhausted, and any answer with
+// pushback, as throttling (Throttle); under [WithAdaptiveRateLimit] the
+// mark f returns is what the rate limit counts.
+//
 // A per-attempt timeout is not given to f. f runs on the call's path, once
 // per failed attempt (also for hedges racing each other), and must be
 // safe for concurrent use.
@@ -47,13 +55,24 @@ func WithClassifier(f func(Failure, rebound.RetryInfo) rebound.RetryInfo) Option
 
 // verdict returns what the classifier makes of a failed attempt of
 // procedure, whose error is err (ce when it is a connect error) and
-// built-in verdict info.
-func (o *options) verdict(procedure string, ce *connect.Error, err error, info rebound.RetryInfo) rebound.RetryInfo {
+// built-in verdict info. The classifier's word on throttling settles the
+// attempt's answer to the rate limit, held in v (nil when the interceptor
+// has no rate limit, or the attempt did not wait for the verdict).
+func (o *options) verdict(v *ratelimit.Verdict, procedure string, ce *connect.Error, err error, info rebound.RetryInfo) rebound.RetryInfo {
 	if o.classify == nil {
 		return info
 	}
 	if ce == nil {
 		ce = connect.NewError(connect.CodeUnknown, err)
 	}
-	return verdict.Reclassify(info, true, o.classify(Failure{Procedure: procedure, Err: ce}, info))
+	// The built-in verdict marks what the rate limit counts as a
+	// throttle from the server (not its own refusal to send), so that the
+	// classifier sees it and may unmark it.
+	if !errors.Is(err, rebound.ErrRateLimited) {
+		_, _, pushback := a6.ParsePushback(ce.Meta()[pushbackKey])
+		info.Throttle = info.Throttle || ratelimit.Feedback(uint32(ce.Code()), pushback, 0).Throttled
+	}
+	final := verdict.Reclassify(info, true, o.classify(Failure{Procedure: procedure, Err: ce}, info))
+	v.Settle(info, final)
+	return final
 }

@@ -28,7 +28,12 @@ import (
 // ResourceExhausted, and any answer with a grpc-retry-pushback-ms
 // trailer, are throttles; the pushback delay, or else the retry_delay of a
 // google.rpc.RetryInfo in the error details, holds the rate until it has
-// passed. Every other answer only feeds the measured rate. The limit
+// passed. Every other answer only feeds the measured rate. With
+// [WithClassifier], the classifier's Throttle mark has the last word on a
+// unary call's failed attempts: the built-in verdict it is given marks
+// what these rules count, a failure it marks counts as a throttle, and a
+// throttle it unmarks only feeds the measured rate (a stream's attempts
+// are judged by these rules alone). The limit
 // starts at the server's first throttle: until then nothing waits.
 //
 // Every client of the process with the same server name and c shares one
@@ -62,6 +67,13 @@ func waitError(ctx context.Context, err error) *connect.Error {
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
 	}
 	return connect.NewError(connect.CodeCanceled, err)
+}
+
+// awaitVerdict gives an attempt's context a place where its answer waits
+// for the classifier's verdict before the rate limit hears of it (see
+// ratelimit.Verdict), when the interceptor has both.
+func (o *options) awaitVerdict(ctx context.Context) (context.Context, *ratelimit.Verdict) {
+	return ratelimit.Await(ctx, o.rateLimit != nil && o.classify != nil)
 }
 
 // rateFeedback returns what an attempt's error, or the trailer of its
@@ -101,7 +113,7 @@ func limitedUnary(g *ratelimit.Gate, next connect.UnaryFunc) connect.UnaryFunc {
 		if err == nil && resp != nil {
 			trailer = resp.Trailer()
 		}
-		g.Observe(r, rateFeedback(err, trailer))
+		g.Answer(ctx, r, err != nil, rateFeedback(err, trailer))
 		return resp, err
 	}
 }

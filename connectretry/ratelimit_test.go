@@ -50,11 +50,11 @@ func scriptedServer(t *testing.T) (*server, *atomic.Pointer[answer]) {
 
 // limitedClients call s through rebound with a manual clock and an
 // adaptive rate limit of their own server name.
-func limitedClients(t *testing.T, s *server, cfg *serviceconfig.Config) (clients, *clocktest.Clock) {
+func limitedClients(t *testing.T, s *server, cfg *serviceconfig.Config, opts ...connectretry.Option) (clients, *clocktest.Clock) {
 	clk := clocktest.New()
-	i, err := connectretry.New(cfg, connectretry.WithClock(clk), connectretry.WithRandom(clocktest.NewRand(0.5)),
+	i, err := connectretry.New(cfg, append([]connectretry.Option{connectretry.WithClock(clk), connectretry.WithRandom(clocktest.NewRand(0.5)),
 		connectretry.WithServerName(fmt.Sprint("ratelimit-", t.Name(), time.Now().UnixNano())),
-		connectretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))
+		connectretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{})}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +185,64 @@ func TestAdaptiveRateLimitThrottles(t *testing.T) {
 			ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(200*time.Millisecond))
 			defer cancel()
 			_, err = cl.unary.CallUnary(ctx, connect.NewRequest(&msg{Value: "x"}))
+			if limited := errors.Is(err, rebound.ErrRateLimited); limited != c.throttle {
+				t.Fatalf("next call: %v; throttle %v", err, c.throttle)
+			}
+			want := 2
+			if c.throttle {
+				want = 1
+			}
+			if n := s.count(unary); n != want {
+				t.Fatalf("the server saw %d calls, want %d", n, want)
+			}
+		})
+	}
+}
+
+// TestAdaptiveRateLimitClassifier: see grpcretry's. The classifier's
+// word on throttling is the limit's, for retried and hedged calls.
+func TestAdaptiveRateLimitClassifier(t *testing.T) {
+	mark := func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = true; return i }
+	unmark := func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = false; return i }
+	same := func(i rebound.RetryInfo) rebound.RetryInfo { return i }
+	for _, c := range []struct {
+		name     string
+		hedged   bool
+		code     connect.Code
+		given    bool // the built-in verdict's Throttle mark
+		judge    func(rebound.RetryInfo) rebound.RetryInfo
+		throttle bool
+	}{
+		{"Unavailable marked", false, connect.CodeUnavailable, false, mark, true},
+		{"Unavailable as is", false, connect.CodeUnavailable, false, same, false},
+		{"ResourceExhausted unmarked", false, connect.CodeResourceExhausted, true, unmark, false},
+		{"ResourceExhausted as is", false, connect.CodeResourceExhausted, true, same, true},
+		{"hedged Internal marked", true, connect.CodeInternal, false, mark, true},
+		{"hedged ResourceExhausted unmarked", true, connect.CodeResourceExhausted, true, unmark, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, ans := scriptedServer(t)
+			ans.Store(&answer{code: c.code})
+			cfg := retryConfig(t, 2, `"ABORTED"`, "") // nothing here is retried
+			if c.hedged {
+				cfg = hedgeConfig(t, 2, "10s", `"UNAVAILABLE"`, "") // Internal and ResourceExhausted are fatal
+			}
+			var judged atomic.Int32
+			cl, clk := limitedClients(t, s, cfg, connectretry.WithClassifier(func(f connectretry.Failure, builtin rebound.RetryInfo) rebound.RetryInfo {
+				if judged.Add(1) == 1 && builtin.Throttle != c.given {
+					t.Errorf("the built-in verdict's Throttle is %v, want %v", builtin.Throttle, c.given)
+				}
+				return c.judge(builtin)
+			}))
+			if _, err := cl.unary.CallUnary(context.Background(), connect.NewRequest(&msg{Value: "x"})); connect.CodeOf(err) != c.code {
+				t.Fatalf("got %v, want %v", err, c.code)
+			}
+			if judged.Load() != 1 {
+				t.Fatalf("the classifier judged %d answers, want 1", judged.Load())
+			}
+			ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(200*time.Millisecond))
+			defer cancel()
+			_, err := cl.unary.CallUnary(ctx, connect.NewRequest(&msg{Value: "x"}))
 			if limited := errors.Is(err, rebound.ErrRateLimited); limited != c.throttle {
 				t.Fatalf("next call: %v; throttle %v", err, c.throttle)
 			}

@@ -271,7 +271,7 @@ func (s *serverStream) attempt(msg any) error {
 		ae = timeoutError(s.timeout)
 		s.tr.TimedOut()
 	} else {
-		ae = classify(err, s.mc.RetryPolicy.RetryableStatusCodes, &s.i.opts, s.spec.Procedure)
+		ae = classify(nil, err, s.mc.RetryPolicy.RetryableStatusCodes, &s.i.opts, s.spec.Procedure)
 	}
 	s.tr.Failed(s.attempts, ae.info, s.clock.Now())
 	endAttempt(s.as, ae, false)

@@ -14,6 +14,7 @@ import (
 	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/internal/perattempt"
+	"github.com/rebound-go/rebound/internal/ratelimit"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -148,6 +149,7 @@ func (u *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
 		req = &attemptRequest{AnyRequest: u.req, header: attemptHeader(u.req.Header(), u.attempts-1)}
 	}
 	ctx, as := u.span.StartAttempt(ctx, u.attempts)
+	ctx, v := u.opts.awaitVerdict(ctx)
 	// The attempt's deadline goes to the server with the request
 	// (Connect-Timeout-Ms or grpc-timeout), so the server drops work the
 	// client has given up on.
@@ -160,8 +162,9 @@ func (u *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
 		var ae *attemptError
 		if timedOut {
 			ae = timeoutError(u.timeout)
+			v.Release() // no classifier judged the answer, if one came
 		} else {
-			ae = classify(err, u.codes, u.opts, u.req.Spec().Procedure)
+			ae = classify(v, err, u.codes, u.opts, u.req.Spec().Procedure)
 		}
 		endAttempt(as, ae, false)
 		if u.tr == nil {
@@ -244,7 +247,8 @@ func (e *attemptError) RetryInfo() rebound.RetryInfo { return e.info }
 // options.verdict). A unary attempt is never committed: connect hands
 // nothing of a response to the application before the call returns, so a
 // failed attempt can be replaced without the caller seeing two responses.
-func classify(err error, codes serviceconfig.CodeSet, o *options, procedure string) *attemptError {
+// v holds the attempt's answer to the rate limit for the verdict, if any.
+func classify(v *ratelimit.Verdict, err error, codes serviceconfig.CodeSet, o *options, procedure string) *attemptError {
 	code := connect.CodeUnknown
 	var pushback []string
 	var ce *connect.Error
@@ -255,7 +259,7 @@ func classify(err error, codes serviceconfig.CodeSet, o *options, procedure stri
 	info := a6.Info(codes.Has(serviceconfig.Code(code)), pushback, false)
 	d, has := retryDelay(ce)
 	info = o.Hints.Apply(info, serviceconfig.Code(code), d, has)
-	return &attemptError{err: err, info: o.verdict(procedure, ce, err, info)}
+	return &attemptError{err: err, info: o.verdict(v, procedure, ce, err, info)}
 }
 
 // hedgeUnary runs a unary call as A6 hedged attempts.
@@ -279,12 +283,13 @@ func (i *Interceptor) hedgeUnary(ctx context.Context, d observe.Decisions, span 
 		tr.Start(time.Time{})
 		r := copyRequest(req)
 		actx, as := span.StartAttempt(hctx, attempt)
+		actx, v := i.opts.awaitVerdict(actx)
 		resp, err := next(actx, &attemptRequest{AnyRequest: r, header: attemptHeader(header, attempt-1)})
 		// An attempt cancelled while the call goes on has lost: the call
 		// ended with another attempt.
 		lost := hctx.Err() != nil && ctx.Err() == nil
 		if err != nil {
-			ae := classify(err, codes, &i.opts, procedure)
+			ae := classify(v, err, codes, &i.opts, procedure)
 			endAttempt(as, ae, lost)
 			tr.Failed(attempt, ae.info, time.Time{})
 			return won{}, ae
