@@ -37,6 +37,10 @@ type Failure struct {
 //     own, as Local (a client-side limit: no budget is spent or refilled
 //     for it), or as a Class with its own attempt limit (ClassAttempts).
 //
+// The built-in verdict marks a 429, and a 503 with a Retry-After, as
+// throttling (Throttle); under [WithAdaptiveRateLimit] the mark f returns
+// is what the rate limit counts.
+//
 // A failure is a response of a retryable status or of 500 or above, or an
 // error without a response; other responses are successes, and f does not
 // see them. f runs on the request's path, once per failed attempt, and

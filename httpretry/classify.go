@@ -93,6 +93,9 @@ func (t *Transport) checkResponse(resp *http.Response, idempotent bool, retryabl
 	// and retrying stops with a reason that says so.
 	if v := resp.Header.Get("Retry-After"); v != "" {
 		if d, ok := ParseRetryAfter(v, t.cfg.clock.Now()); ok {
+			// A 503 that says when to come back is a throttle, as
+			// WithAdaptiveRateLimit counts it.
+			info.Throttle = info.Throttle || code == http.StatusServiceUnavailable
 			if d > t.cfg.retryAfterCap {
 				info.Stop = rebound.ErrRetryDelayTooLong
 				return &statusError{resp: resp, info: info, overCap: d, hint: "Retry-After"}

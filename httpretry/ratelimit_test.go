@@ -208,23 +208,25 @@ func TestAdaptiveRateLimitThrottles(t *testing.T) {
 
 // TestAdaptiveRateLimitClassifier: the classifier's word on throttling
 // is the limit's. A 503 without Retry-After that it marks as throttling
-// starts the limit; a 429 that it unmarks does not; one it leaves as it
-// was is judged by the limit's own rules.
+// starts the limit; a 429, or a 503 with Retry-After, that it unmarks
+// does not; one it leaves as it was is judged by the limit's own rules.
 func TestAdaptiveRateLimitClassifier(t *testing.T) {
 	for _, c := range []struct {
-		name     string
-		status   int
-		mark     func(rebound.RetryInfo) rebound.RetryInfo
-		throttle bool
+		name       string
+		status     int
+		retryAfter string
+		mark       func(rebound.RetryInfo) rebound.RetryInfo
+		throttle   bool
 	}{
-		{"503 marked", http.StatusServiceUnavailable, func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = true; return i }, true},
-		{"503 as is", http.StatusServiceUnavailable, func(i rebound.RetryInfo) rebound.RetryInfo { return i }, false},
-		{"429 unmarked", http.StatusTooManyRequests, func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = false; return i }, false},
-		{"429 as is", http.StatusTooManyRequests, func(i rebound.RetryInfo) rebound.RetryInfo { return i }, true},
+		{"503 marked", http.StatusServiceUnavailable, "", func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = true; return i }, true},
+		{"503 as is", http.StatusServiceUnavailable, "", func(i rebound.RetryInfo) rebound.RetryInfo { return i }, false},
+		{"429 unmarked", http.StatusTooManyRequests, "", func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = false; return i }, false},
+		{"429 as is", http.StatusTooManyRequests, "", func(i rebound.RetryInfo) rebound.RetryInfo { return i }, true},
+		{"503 with Retry-After unmarked", http.StatusServiceUnavailable, "1", func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = false; return i }, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := newScripted(t)
-			srv.answer(c.status, "")
+			srv.answer(c.status, c.retryAfter)
 			clk := clocktest.New()
 			var judged atomic.Int32
 			client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport,
