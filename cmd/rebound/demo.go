@@ -60,6 +60,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the server's fault draws")
 	fs.StringVar(&c.svg, "svg", "rebound-demo.svg", `file to write the SVG chart to ("" for none)`)
 	fs.StringVar(&c.html, "html", "", "file to write a self-contained HTML report to: table, charts, config and conclusion")
+	traceFile := fs.String("trace", "", "file to write the OpenTelemetry spans of one retried and one hedged call to, as JSON; their trees are printed")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rebound demo [flags]")
 		fmt.Fprintln(stderr, "\nRuns the same workload against a fault-injecting grpc-go server on 127.0.0.1 through")
@@ -78,6 +79,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := demo(ctx, stdout, stderr, c); err != nil {
 		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return 1
+	}
+	if err := writeDemoTrace(ctx, stdout, *traceFile); err != nil {
+		fmt.Fprintf(stderr, "demo: -trace: %v\n", err)
 		return 1
 	}
 	return 0

@@ -86,3 +86,17 @@ func TestDemoTrace(t *testing.T) {
 		}
 	}
 }
+
+func TestDemoTraceFlag(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "trace.json")
+	out, stderr, code := runCLI(t, "demo", "-duration", "100ms", "-rate", "50", "-outage", "0", "-svg", "", "-trace", file)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr: %s", code, stderr)
+	}
+	if !strings.Contains(out, "Traces of one retried and one hedged call (spans in "+file+")") {
+		t.Errorf("output lacks the traces:\n%s", out)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Size() == 0 {
+		t.Errorf("trace file: %v, %v", fi, err)
+	}
+}
