@@ -9,8 +9,9 @@ import (
 // limit loses no call and sends at most 1.2 requests per call, where
 // plain retries lose most calls and the AWS SDKs' adaptive mode loses
 // some; with ten processes sharing the limit for five minutes, it adds
-// less load than the AWS SDKs' mode, and every process gets at least half
-// its fair share over the second half.
+// less load than the AWS SDKs' mode, and every process gets between 0.55
+// and 1.05 of its fair share over the second half (0.61-0.96 with this
+// seed; the AWS SDKs' mode 0.67-0.96).
 func TestRateLimited(t *testing.T) {
 	var by [2]map[RatePolicy]RateResult
 	for i, s := range RateScenarios {
@@ -28,8 +29,8 @@ func TestRateLimited(t *testing.T) {
 	if r := one[RateRebound]; r.Succeeded < 0.95 || r.Load > 1.2 || r.Succeeded <= one[RateAWS].Succeeded || r.Succeeded <= one[RateRetries].Succeeded {
 		t.Errorf("one process: rebound %.1f%% succeeded at %.2fx load, want at least 95%%, at most 1.2x, and more than the others", 100*r.Succeeded, r.Load)
 	}
-	if r, a := ten[RateRebound], ten[RateAWS]; r.Load >= a.Load || r.MinShare < 0.5 || r.Succeeded < 0.95 {
-		t.Errorf("ten processes: rebound %.1f%% at %.2fx load, shares %.2f-%.2f; AWS %.2fx; want at least 95%%, less load, and every process at least half a fair share",
+	if r, a := ten[RateRebound], ten[RateAWS]; r.Load >= a.Load || r.MinShare < 0.55 || r.MaxShare > 1.05 || r.Succeeded < 0.95 {
+		t.Errorf("ten processes: rebound %.1f%% at %.2fx load, shares %.2f-%.2f; AWS %.2fx; want at least 95%%, less load, and every process within 0.55-1.05 of a fair share",
 			100*r.Succeeded, r.Load, r.MinShare, r.MaxShare, a.Load)
 	}
 	if o := ten[RateOracle]; o.MinShare < 0.9 || o.MaxShare > 1.1 {
