@@ -29,10 +29,10 @@ import (
 // google.rpc.RetryInfo in the status details, holds the rate until it has
 // passed. Every other status only feeds the measured rate. With
 // [WithClassifier], the classifier's Throttle mark has the last word on a
-// unary call's failed attempts: the built-in verdict it is given marks
-// what these rules count, a failure it marks counts as a throttle, and a
-// throttle it unmarks only feeds the measured rate (a stream's attempts
-// are judged by these rules alone). The limit starts at the server's
+// call's failed attempts, streams included: the built-in verdict it is
+// given marks what these rules count, a failure it marks counts as a
+// throttle, and a throttle it unmarks only feeds the measured rate. The
+// limit starts at the server's
 // first throttle: until then nothing waits.
 //
 // Every client of the process with the same server name and c shares one
@@ -126,12 +126,13 @@ func limitedStreamer(g *ratelimit.Gate, streamer grpc.Streamer) grpc.Streamer {
 			g.Observe(r, feedback(err, nil))
 			return nil, err
 		}
-		return &limitedStream{ClientStream: cs, gate: g, r: r}, nil
+		return &limitedStream{ClientStream: cs, ctx: ctx, gate: g, r: r}, nil
 	}
 }
 
 type limitedStream struct {
 	grpc.ClientStream
+	ctx  context.Context // the attempt's: it may hold a Verdict
 	gate *ratelimit.Gate
 	r    rebound.Reservation
 	done atomic.Bool
@@ -144,7 +145,7 @@ func (s *limitedStream) RecvMsg(m any) error {
 		if err == io.EOF {
 			st = nil
 		}
-		s.gate.Observe(s.r, feedback(st, s.ClientStream.Trailer()))
+		s.gate.Answer(s.ctx, s.r, st != nil, feedback(st, s.ClientStream.Trailer()))
 	}
 	return err
 }

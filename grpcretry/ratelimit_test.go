@@ -48,6 +48,16 @@ func scriptedServer(t *testing.T) (*grpctest.Server, *atomic.Pointer[answer]) {
 			}
 			return &testpb.SimpleResponse{}, nil
 		},
+		ServerStream: func(_ int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+			ans := a.Load()
+			if ans.pushback != "" {
+				s.SetTrailer(metadata.Pairs("grpc-retry-pushback-ms", ans.pushback))
+			}
+			if ans.code != codes.OK {
+				return status.Error(ans.code, "scripted")
+			}
+			return nil
+		},
 	})
 	return srv, &a
 }
@@ -214,17 +224,22 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		hedged   bool
+		stream   bool
 		code     codes.Code
 		given    bool // the built-in verdict's Throttle mark
 		judge    func(rebound.RetryInfo) rebound.RetryInfo
 		throttle bool
 	}{
-		{"UNAVAILABLE marked", false, codes.Unavailable, false, mark, true},
-		{"UNAVAILABLE as is", false, codes.Unavailable, false, same, false},
-		{"RESOURCE_EXHAUSTED unmarked", false, codes.ResourceExhausted, true, unmark, false},
-		{"RESOURCE_EXHAUSTED as is", false, codes.ResourceExhausted, true, same, true},
-		{"hedged INTERNAL marked", true, codes.Internal, false, mark, true},
-		{"hedged RESOURCE_EXHAUSTED unmarked", true, codes.ResourceExhausted, true, unmark, false},
+		{"UNAVAILABLE marked", false, false, codes.Unavailable, false, mark, true},
+		{"UNAVAILABLE as is", false, false, codes.Unavailable, false, same, false},
+		{"RESOURCE_EXHAUSTED unmarked", false, false, codes.ResourceExhausted, true, unmark, false},
+		{"RESOURCE_EXHAUSTED as is", false, false, codes.ResourceExhausted, true, same, true},
+		{"hedged INTERNAL marked", true, false, codes.Internal, false, mark, true},
+		{"hedged RESOURCE_EXHAUSTED unmarked", true, false, codes.ResourceExhausted, true, unmark, false},
+		{"stream UNAVAILABLE marked", false, true, codes.Unavailable, false, mark, true},
+		{"stream RESOURCE_EXHAUSTED unmarked", false, true, codes.ResourceExhausted, true, unmark, false},
+		{"hedged stream INTERNAL marked", true, true, codes.Internal, false, mark, true},
+		{"hedged stream RESOURCE_EXHAUSTED unmarked", true, true, codes.ResourceExhausted, true, unmark, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv, ans := scriptedServer(t)
@@ -240,7 +255,16 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 				}
 				return c.judge(builtin)
 			}))
-			if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x")); status.Code(err) != c.code {
+			var err error
+			if c.stream {
+				var st grpc.ServerStreamingClient[testpb.StreamingOutputCallResponse]
+				if st, err = tc.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{}); err == nil {
+					_, err = st.Recv()
+				}
+			} else {
+				_, err = tc.UnaryCall(context.Background(), grpctest.Request("x"))
+			}
+			if status.Code(err) != c.code {
 				t.Fatalf("got %v, want %v", err, c.code)
 			}
 			if judged.Load() != 1 {
@@ -248,7 +272,7 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 			}
 			ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(200*time.Millisecond))
 			defer cancel()
-			_, err := tc.UnaryCall(ctx, grpctest.Request("x"))
+			_, err = tc.UnaryCall(ctx, grpctest.Request("x"))
 			if limited := errors.Is(err, rebound.ErrRateLimited); limited != c.throttle {
 				t.Fatalf("next call: %v; throttle %v", err, c.throttle)
 			}
@@ -256,7 +280,7 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 			if c.throttle {
 				want = 1
 			}
-			if n := srv.Count(grpctest.UnaryCall); n != want {
+			if n := srv.Count(grpctest.UnaryCall) + srv.Count(grpctest.StreamingOutputCall); n != want {
 				t.Fatalf("the server saw %d calls, want %d", n, want)
 			}
 		})

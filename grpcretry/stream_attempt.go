@@ -17,6 +17,7 @@ import (
 	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/internal/perattempt"
+	"github.com/rebound-go/rebound/internal/ratelimit"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -29,6 +30,9 @@ type attempt struct {
 	cs     grpc.ClientStream  // nil when it could not be opened
 	err    error              // why it could not be opened
 	span   *observe.AttemptSpan
+	// verdict holds the attempt's answer to the rate limit for the
+	// classifier's verdict; nil without both.
+	verdict *ratelimit.Verdict
 
 	// Guarded by the call's mu.
 	next    int         // the next kept message to send on cs
@@ -116,6 +120,7 @@ func (s *clientStream) open(n int) *attempt {
 		s.spans = append(s.spans, a.span)
 		s.mu.Unlock()
 	}
+	ctx, a.verdict = s.c.opts.awaitVerdict(ctx)
 	a.cs, a.err = s.streamer(ctx, s.desc, s.cc, s.method, s.opts...)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -341,6 +346,7 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 	a.timer.Stop()
 
 	if s.parent.Err() != nil {
+		a.verdict.Release()
 		s.finish(a, err, context.Cause(s.parent))
 		return false
 	}
@@ -349,8 +355,9 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 		// Cut by its timer: retried whatever the codes, and counted.
 		err, info = newTimeoutError(s.timeout), perattempt.Info(committed)
 		s.timeouts.Add(1)
+		a.verdict.Release()
 	} else {
-		info = s.c.opts.verdict(nil, s.method, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed), err, md, a.trailer())
+		info = s.c.opts.verdict(a.verdict, s.method, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed), err, md, a.trailer())
 	}
 	if a.timer != nil {
 		a.cancel() // the attempt's own context ends with it

@@ -130,6 +130,7 @@ func (s *clientStream) hedgeLoop() {
 			s.mu.Lock()
 			if s.done || s.committed {
 				s.mu.Unlock()
+				a.verdict.Release()
 				return
 			}
 			a.judged = true
@@ -142,10 +143,11 @@ func (s *clientStream) hedgeLoop() {
 			s.mu.Unlock()
 			last, lastErr = a, err
 			if s.parent.Err() != nil {
+				a.verdict.Release()
 				s.finish(a, err, context.Cause(s.parent))
 				return
 			}
-			info := s.c.opts.verdict(nil, s.method, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), false), err, md, a.trailer())
+			info := s.c.opts.verdict(a.verdict, s.method, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), false), err, md, a.trailer())
 			endAttempt(a.span, err, info, false)
 			// A6 counts a non-fatal failure or a pushback "stop" against
 			// the throttle, whatever happens to the call next.
