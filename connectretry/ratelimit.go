@@ -30,10 +30,10 @@ import (
 // google.rpc.RetryInfo in the error details, holds the rate until it has
 // passed. Every other answer only feeds the measured rate. With
 // [WithClassifier], the classifier's Throttle mark has the last word on a
-// unary call's failed attempts: the built-in verdict it is given marks
-// what these rules count, a failure it marks counts as a throttle, and a
-// throttle it unmarks only feeds the measured rate (a stream's attempts
-// are judged by these rules alone). The limit
+// call's failed attempts, streams included: the built-in verdict it is
+// given marks what these rules count, a failure it marks counts as a
+// throttle, and a throttle it unmarks only feeds the measured rate. The
+// limit
 // starts at the server's first throttle: until then nothing waits.
 //
 // Every client of the process with the same server name and c shares one
@@ -130,12 +130,13 @@ func (i *Interceptor) limitedStreaming(next connect.StreamingClientFunc) connect
 		if err != nil {
 			return newErrConn(spec, waitError(ctx, err))
 		}
-		return &limitedConn{StreamingClientConn: conn, gate: g, r: r}
+		return &limitedConn{StreamingClientConn: conn, ctx: ctx, gate: g, r: r}
 	}
 }
 
 type limitedConn struct {
 	connect.StreamingClientConn
+	ctx  context.Context // the attempt's: it may hold a Verdict
 	gate *ratelimit.Gate
 	r    rebound.Reservation
 	done atomic.Bool
@@ -144,7 +145,7 @@ type limitedConn struct {
 func (c *limitedConn) Receive(m any) error {
 	err := c.StreamingClientConn.Receive(m)
 	if err != nil && c.done.CompareAndSwap(false, true) {
-		c.gate.Observe(c.r, rateFeedback(err, c.StreamingClientConn.ResponseTrailer()))
+		c.gate.Answer(c.ctx, c.r, !errors.Is(err, io.EOF), rateFeedback(err, c.StreamingClientConn.ResponseTrailer()))
 	}
 	return err
 }

@@ -44,6 +44,16 @@ func scriptedServer(t *testing.T) (*server, *atomic.Pointer[answer]) {
 			e.Meta().Set("grpc-retry-pushback-ms", ans.pushback)
 		}
 		return nil, e
+	}, serverStream: func(context.Context, int, *request, *connect.ServerStream[msg]) error {
+		ans := a.Load()
+		if ans.code == 0 {
+			return nil
+		}
+		e := connect.NewError(ans.code, errors.New("scripted"))
+		if ans.pushback != "" {
+			e.Meta().Set("grpc-retry-pushback-ms", ans.pushback)
+		}
+		return e
 	}}, false)
 	return s, &a
 }
@@ -200,7 +210,8 @@ func TestAdaptiveRateLimitThrottles(t *testing.T) {
 }
 
 // TestAdaptiveRateLimitClassifier: see grpcretry's. The classifier's
-// word on throttling is the limit's, for retried and hedged calls.
+// word on throttling is the limit's, for retried and hedged calls and
+// retried server streams.
 func TestAdaptiveRateLimitClassifier(t *testing.T) {
 	mark := func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = true; return i }
 	unmark := func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = false; return i }
@@ -208,17 +219,20 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		hedged   bool
+		stream   bool
 		code     connect.Code
 		given    bool // the built-in verdict's Throttle mark
 		judge    func(rebound.RetryInfo) rebound.RetryInfo
 		throttle bool
 	}{
-		{"Unavailable marked", false, connect.CodeUnavailable, false, mark, true},
-		{"Unavailable as is", false, connect.CodeUnavailable, false, same, false},
-		{"ResourceExhausted unmarked", false, connect.CodeResourceExhausted, true, unmark, false},
-		{"ResourceExhausted as is", false, connect.CodeResourceExhausted, true, same, true},
-		{"hedged Internal marked", true, connect.CodeInternal, false, mark, true},
-		{"hedged ResourceExhausted unmarked", true, connect.CodeResourceExhausted, true, unmark, false},
+		{"Unavailable marked", false, false, connect.CodeUnavailable, false, mark, true},
+		{"Unavailable as is", false, false, connect.CodeUnavailable, false, same, false},
+		{"ResourceExhausted unmarked", false, false, connect.CodeResourceExhausted, true, unmark, false},
+		{"ResourceExhausted as is", false, false, connect.CodeResourceExhausted, true, same, true},
+		{"hedged Internal marked", true, false, connect.CodeInternal, false, mark, true},
+		{"hedged ResourceExhausted unmarked", true, false, connect.CodeResourceExhausted, true, unmark, false},
+		{"stream Unavailable marked", false, true, connect.CodeUnavailable, false, mark, true},
+		{"stream ResourceExhausted unmarked", false, true, connect.CodeResourceExhausted, true, unmark, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, ans := scriptedServer(t)
@@ -234,7 +248,19 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 				}
 				return c.judge(builtin)
 			}))
-			if _, err := cl.unary.CallUnary(context.Background(), connect.NewRequest(&msg{Value: "x"})); connect.CodeOf(err) != c.code {
+			var err error
+			if c.stream {
+				var st *connect.ServerStreamForClient[msg]
+				if st, err = cl.serverStream.CallServerStream(context.Background(), connect.NewRequest(&msg{Value: "x"})); err == nil {
+					for st.Receive() {
+					}
+					err = st.Err()
+					_ = st.Close()
+				}
+			} else {
+				_, err = cl.unary.CallUnary(context.Background(), connect.NewRequest(&msg{Value: "x"}))
+			}
+			if connect.CodeOf(err) != c.code {
 				t.Fatalf("got %v, want %v", err, c.code)
 			}
 			if judged.Load() != 1 {
@@ -242,7 +268,7 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 			}
 			ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(200*time.Millisecond))
 			defer cancel()
-			_, err := cl.unary.CallUnary(ctx, connect.NewRequest(&msg{Value: "x"}))
+			_, err = cl.unary.CallUnary(ctx, connect.NewRequest(&msg{Value: "x"}))
 			if limited := errors.Is(err, rebound.ErrRateLimited); limited != c.throttle {
 				t.Fatalf("next call: %v; throttle %v", err, c.throttle)
 			}
@@ -250,7 +276,7 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 			if c.throttle {
 				want = 1
 			}
-			if n := s.count(unary); n != want {
+			if n := s.count(unary) + s.count(serverStream); n != want {
 				t.Fatalf("the server saw %d calls, want %d", n, want)
 			}
 		})

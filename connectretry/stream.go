@@ -16,6 +16,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/internal/perattempt"
+	"github.com/rebound-go/rebound/internal/ratelimit"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -70,6 +71,10 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 			// The first attempt's timer starts as it opens.
 			actx, timer, tcancel = perattempt.Start(actx, cp.timeout)
 		}
+		var v *ratelimit.Verdict
+		if !once {
+			actx, v = i.opts.awaitVerdict(actx)
+		}
 		conn := next(actx, spec)
 		if once {
 			var th *rebound.Throttle
@@ -84,7 +89,7 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 		return &serverStream{
 			i: i, ctx: ctx, cancel: cancel, next: next, spec: spec, mc: mc, n: n,
 			first: conn, conn: conn, clock: i.clock(), span: span, as: as,
-			fresh: cp.fresh, timeout: cp.timeout, timer: timer, tctx: actx, tcancel: tcancel,
+			fresh: cp.fresh, timeout: cp.timeout, timer: timer, tctx: actx, tcancel: tcancel, verdict: v,
 		}
 	}
 }
@@ -124,6 +129,7 @@ type serverStream struct {
 	timer     *perattempt.Timer    // the current attempt's, with a timeout
 	tctx      context.Context      // the current attempt's context, with a timeout
 	tcancel   context.CancelFunc   // ends tctx; nil without a timeout
+	verdict   *ratelimit.Verdict   // the current attempt's answer to the rate limit, for the classifier's verdict
 }
 
 func (s *serverStream) Spec() connect.Spec         { return s.first.Spec() }
@@ -202,6 +208,8 @@ func (s *serverStream) Receive(msg any) error {
 // ended ends the spans of the call and its committed attempt once the
 // response has ended with err; it returns err.
 func (s *serverStream) ended(err error) error {
+	// The call has committed: no classifier judges the end.
+	s.verdict.Release()
 	if err != nil && s.span != nil {
 		endAttempt(s.as, err, false)
 		endCall(s.span, err)
@@ -242,6 +250,7 @@ func (s *serverStream) attempt(msg any) error {
 			ctx, s.timer, s.tcancel = perattempt.Start(ctx, s.timeout)
 			s.tctx = ctx
 		}
+		ctx, s.verdict = s.i.opts.awaitVerdict(ctx)
 		if err := s.replay(ctx); err != nil {
 			s.tr.Failed(s.attempts, rebound.RetryInfo{}, s.clock.Now())
 			endAttempt(s.as, err, false)
@@ -270,8 +279,9 @@ func (s *serverStream) attempt(msg any) error {
 	if s.timer != nil && perattempt.TimedOut(s.ctx, s.tctx) {
 		ae = timeoutError(s.timeout)
 		s.tr.TimedOut()
+		s.verdict.Release()
 	} else {
-		ae = classify(nil, err, s.mc.RetryPolicy.RetryableStatusCodes, &s.i.opts, s.spec.Procedure)
+		ae = classify(s.verdict, err, s.mc.RetryPolicy.RetryableStatusCodes, &s.i.opts, s.spec.Procedure)
 	}
 	s.tr.Failed(s.attempts, ae.info, s.clock.Now())
 	endAttempt(s.as, ae, false)
