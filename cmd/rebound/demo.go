@@ -24,6 +24,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/grpcretry"
 	"github.com/rebound-go/rebound/internal/chaos"
+	"github.com/rebound-go/rebound/internal/fleetdemo"
 	"github.com/rebound-go/rebound/internal/svgplot"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
@@ -61,6 +62,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.svg, "svg", "rebound-demo.svg", `file to write the SVG chart to ("" for none)`)
 	fs.StringVar(&c.html, "html", "", "file to write a self-contained HTML report to: table, charts, config and conclusion")
 	traceFile := fs.String("trace", "", "file to write the OpenTelemetry spans of one retried and one hedged call to, as JSON; their trees are printed")
+	fleet := fs.Bool("fleet", false, "run the fleet scenario instead: hundreds of gRPC clients, each with its own adaptive throttle, against one server that sheds load (package shed)")
+	var fc fleetdemo.Config
+	fs.IntVar(&fc.Clients, "fleet-clients", 300, "-fleet: number of ClientConns, each with its own throttle")
+	fs.IntVar(&fc.Rounds, "fleet-rounds", 12, "-fleet: rounds; every client makes one call per round")
+	fs.IntVar(&fc.Limit, "fleet-limit", 16, "-fleet: the server's concurrency limit")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rebound demo [flags]")
 		fmt.Fprintln(stderr, "\nRuns the same workload against a fault-injecting grpc-go server on 127.0.0.1 through")
@@ -72,6 +78,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		return 2
+	}
+	if *fleet {
+		fc.Seed = c.seed
+		return runFleetDemo(ctx, fc, c.svg, stdout, stderr)
 	}
 	if err := c.validate(fs.NArg()); err != nil {
 		fmt.Fprintf(stderr, "demo: %v\n", err)

@@ -31,3 +31,14 @@ func TestFleetDemo(t *testing.T) {
 		t.Errorf("limit above clients: exit %d, %q", code, errb.String())
 	}
 }
+
+func TestDemoFleetFlag(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"-fleet", "-fleet-clients", "40", "-fleet-rounds", "3", "-fleet-limit", "4", "-svg", ""}
+	if code := runDemo(context.Background(), args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "40 gRPC clients on loopback") || !strings.Contains(out.String(), "at most its limit of 4") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+}

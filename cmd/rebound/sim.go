@@ -44,10 +44,16 @@ var simFlags = map[string]string{
 const simAbout = `usage: rebound sim [flags]
 
 Simulates many clients retrying against one server through an outage, in
-virtual time, and compares four retry policies on the same seeded arrivals:
-no retries, naive retries (up to -max-attempts), A6 retryPolicy with a
-throttle per client (-max-tokens, -token-ratio), and the Smithy standard
-strategy with a token bucket per client (-bucket, -retry-cost, -refund).
+virtual time, and compares retry policies on the same seeded arrivals: no
+retries, naive retries (up to -max-attempts), A6 retryPolicy with a
+throttle per client (-max-tokens, -token-ratio), the Smithy standard
+strategy with a token bucket per client (-bucket, -retry-cost, -refund),
+the SRE book's adaptive throttle per client (-adaptive-k,
+-adaptive-window), the server shedding load with pushback (-retry-share),
+and the other budgets listed under "policies" in the output. -fleet prints
+instead the same outage at fleet scale: 50 clients at 20 req/s against
+10,000 at 0.1, where budgets that learn from their own client's failures
+stop protecting the server.
 
 Model: each client sends new requests as a Poisson process (-rate per
 second). The server has -capacity × -latency workers: an attempt that finds
