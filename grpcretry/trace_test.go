@@ -389,6 +389,7 @@ func TestTraceHedgedStream(t *testing.T) {
 // client's, under that.
 func TestTraceUnderGRPCGoTracing(t *testing.T) {
 	tp, exp := observetest.Tracing(t)
+	ends := observetest.Ends(tp)
 	grpcOTel := opentelemetry.Options{TraceOptions: experimental.TraceOptions{TracerProvider: tp, TextMapPropagator: propagation.TraceContext{}}}
 	srv := grpctest.Start(t, failFirst(1, codes.Unavailable), opentelemetry.ServerOption(grpcOTel))
 	c, err := grpcretry.New(retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithClock(clocktest.NewAuto()),
@@ -404,6 +405,9 @@ func TestTraceUnderGRPCGoTracing(t *testing.T) {
 	root.End()
 
 	const name = "grpc.testing.TestService.UnaryCall"
+	// The server's span ends after its status has gone out, so after the
+	// client may have returned: wait for both attempts' server spans.
+	observetest.Await(t, ends, "Recv."+name, 2)
 	spans := observetest.Spans(exp.GetSpans())
 	ours := func(s observetest.Spans) observetest.Spans {
 		var out observetest.Spans

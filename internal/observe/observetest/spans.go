@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -126,3 +127,44 @@ func attrText(sp tracetest.SpanStub, key string) string {
 	v, _ := Attr(sp, key)
 	return v.String()
 }
+
+// Ends returns a channel that receives the name of each span tp ends from
+// now on, once the exporter Tracing returned holds it: a test waits on it
+// for spans that end after the call it made returned (a server's, say),
+// rather than for time. It holds up to 1024 names; more are dropped.
+func Ends(tp *sdktrace.TracerProvider) <-chan string {
+	p := endSignal(make(chan string, 1024))
+	tp.RegisterSpanProcessor(p)
+	return p
+}
+
+// Await waits for n spans named name on ends (from Ends), failing the test
+// if they have not ended within a minute.
+func Await(t testing.TB, ends <-chan string, name string, n int) {
+	t.Helper()
+	timeout := time.NewTimer(time.Minute)
+	defer timeout.Stop()
+	for n > 0 {
+		select {
+		case got := <-ends:
+			if got == name {
+				n--
+			}
+		case <-timeout.C:
+			t.Fatalf("%d more spans %s never ended", n, name)
+		}
+	}
+}
+
+// endSignal is a span processor that sends the name of each ended span.
+type endSignal chan string
+
+func (endSignal) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (e endSignal) OnEnd(s sdktrace.ReadOnlySpan) {
+	select {
+	case e <- s.Name():
+	default:
+	}
+}
+func (endSignal) Shutdown(context.Context) error   { return nil }
+func (endSignal) ForceFlush(context.Context) error { return nil }
