@@ -92,14 +92,23 @@ func (p *parents) of(previous int) trace.SpanID {
 // an interceptor after rebound's that sends each attempt's trace context.
 func tracedClient(t *testing.T, srv *grpctest.Server, cfg *serviceconfig.Config, clk *clocktest.Clock) (testpb.TestServiceClient, *tracetest.InMemoryExporter, trace.Tracer) {
 	t.Helper()
+	tc, exp, tr, _ := tracedClientEnds(t, srv, cfg, clk)
+	return tc, exp, tr
+}
+
+// tracedClientEnds is tracedClient, and the names of the spans as they
+// end (observetest.Ends).
+func tracedClientEnds(t *testing.T, srv *grpctest.Server, cfg *serviceconfig.Config, clk *clocktest.Clock) (testpb.TestServiceClient, *tracetest.InMemoryExporter, trace.Tracer, <-chan string) {
+	t.Helper()
 	tp, exp := observetest.Tracing(t)
+	ends := observetest.Ends(tp)
 	c, err := grpcretry.New(cfg, grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.5)),
 		grpcretry.WithTracerProvider(tp), grpcretry.WithServerName(t.Name()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts := append(c.DialOptions(), grpc.WithChainUnaryInterceptor(injectUnary), grpc.WithChainStreamInterceptor(injectStream))
-	return testpb.NewTestServiceClient(srv.Dial(t, opts...)), exp, tp.Tracer("test")
+	return testpb.NewTestServiceClient(srv.Dial(t, opts...)), exp, tp.Tracer("test"), ends
 }
 
 // callTree returns the call span, a child of root, named name, and its
@@ -518,4 +527,72 @@ func TestTracePushbackStop(t *testing.T) {
 		"pushback received rebound.attempt=1 rebound.pushback_stop=true",
 		"retrying stopped rebound.attempts=1 rebound.reason=server pushback said not to retry",
 	)
+}
+
+// A stream's spans end when its caller's context does, whether the caller
+// is waiting between attempts or has stopped reading a committed stream:
+// no span outlives the call.
+func TestTraceAbandonedStream(t *testing.T) {
+	const name = "grpc.testing.TestService.StreamingOutputCall"
+	t.Run("committed, caller stops reading", func(t *testing.T) {
+		srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(n int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+			if n == 1 {
+				return status.Error(codes.Unavailable, "busy")
+			}
+			if err := s.Send(&testpb.StreamingOutputCallResponse{}); err != nil {
+				return err
+			}
+			<-s.Context().Done()
+			return s.Context().Err()
+		}})
+		tc, exp, tr, ends := tracedClientEnds(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), clocktest.NewAuto())
+		ctx, root := tr.Start(context.Background(), "test")
+		ctx, cancel := context.WithCancel(ctx)
+		st, err := tc.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		// The caller walks away: no Recv to the end, only its context.
+		cancel()
+		observetest.Await(t, ends, "Sent."+name, 1)
+		root.End()
+		call, as := callTree(t, exp, root, name, 2)
+		observetest.CheckAttempt(t, as[0], 0, "UNAVAILABLE", true)
+		observetest.CheckAttempt(t, as[1], 1, "CANCELLED", true)
+		observetest.CheckEnd(t, call, "rpc.response.status_code", "CANCELLED", true)
+		checkEvents(t, call,
+			"backoff started rebound.attempt=1 rebound.delay=0.05",
+			"committed rebound.attempt=2 rebound.why=response headers",
+			"retrying stopped rebound.attempts=2 rebound.reason=context canceled",
+		)
+	})
+	t.Run("cancelled in backoff", func(t *testing.T) {
+		srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(int, *testpb.StreamingOutputCallRequest, grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+			return status.Error(codes.Unavailable, "busy")
+		}})
+		clk := clocktest.New()
+		tc, exp, tr, ends := tracedClientEnds(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), clk)
+		ctx, root := tr.Start(context.Background(), "test")
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if _, err := tc.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if !clk.WaitPending(1) { // the backoff after attempt 1
+			t.Fatal("no backoff started")
+		}
+		cancel()
+		observetest.Await(t, ends, "Sent."+name, 1)
+		root.End()
+		call, as := callTree(t, exp, root, name, 1)
+		observetest.CheckAttempt(t, as[0], 0, "UNAVAILABLE", true)
+		observetest.CheckEnd(t, call, "rpc.response.status_code", "CANCELLED", true)
+		checkEvents(t, call,
+			"backoff started rebound.attempt=1 rebound.delay=0.05",
+			"retrying stopped rebound.attempts=1 rebound.reason=context canceled",
+		)
+	})
 }
