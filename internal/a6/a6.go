@@ -4,13 +4,11 @@
 package a6
 
 import (
-	"runtime"
 	"strconv"
-	"sync"
 	"time"
-	"weak"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/bounded"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -114,14 +112,10 @@ type throttleKey struct {
 	ratio     float64
 }
 
-// throttles holds the throttles in use, weakly: a throttle lives while a
-// client holds it, and its entry goes when it is collected, so that a
-// process that talks to ever new server names does not keep a throttle
-// for each forever.
-var (
-	throttlesMu sync.Mutex
-	throttles   = map[throttleKey]weak.Pointer[rebound.Throttle]{}
-)
+// throttles holds the throttles in use, weakly (see bounded.Shared), so
+// that a process that talks to ever new server names does not keep a
+// throttle for each forever.
+var throttles bounded.Shared[throttleKey, rebound.Throttle]
 
 // Throttle returns the process-wide throttle of a server name, made on first
 // use: A6 throttles per server name, so every client of the process that
@@ -135,29 +129,9 @@ func Throttle(server string, t *serviceconfig.RetryThrottling) (*rebound.Throttl
 	if t == nil {
 		return nil, nil
 	}
-	key := throttleKey{server, t.MaxTokens, t.TokenRatio}
-	throttlesMu.Lock()
-	defer throttlesMu.Unlock()
-	if th := throttles[key].Value(); th != nil {
-		return th, nil
-	}
-	th, err := rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: t.MaxTokens, TokenRatio: t.TokenRatio})
-	if err != nil {
-		return nil, err
-	}
-	throttles[key] = weak.Make(th)
-	runtime.AddCleanup(th, dropThrottle, key)
-	return th, nil
-}
-
-// dropThrottle removes the entry of a collected throttle, unless a new
-// one has taken its place.
-func dropThrottle(key throttleKey) {
-	throttlesMu.Lock()
-	defer throttlesMu.Unlock()
-	if throttles[key].Value() == nil {
-		delete(throttles, key)
-	}
+	return throttles.Get(throttleKey{server, t.MaxTokens, t.TokenRatio}, func() (*rebound.Throttle, error) {
+		return rebound.NewThrottle(rebound.ThrottleConfig{MaxTokens: t.MaxTokens, TokenRatio: t.TokenRatio})
+	})
 }
 
 // CountUnpoliced counts a call that no retry or hedging policy governed

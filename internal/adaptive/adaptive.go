@@ -6,12 +6,10 @@ package adaptive
 import (
 	"math/rand/v2"
 	"net/http"
-	"runtime"
-	"sync"
 	"time"
-	"weak"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/bounded"
 )
 
 type key struct {
@@ -20,48 +18,25 @@ type key struct {
 	window time.Duration
 }
 
-// throttles holds the throttles in use, weakly, as internal/a6 holds the
-// A6 throttles: a throttle lives while a client holds it in its per-peer
-// state, so that a process talking to ever new names keeps none for the
-// names it has dropped.
-var (
-	mu        sync.Mutex
-	throttles = map[key]weak.Pointer[rebound.AdaptiveThrottle]{}
-)
+// throttles holds the throttles in use, weakly (see bounded.Shared), as
+// internal/a6 holds the A6 throttles.
+var throttles bounded.Shared[key, rebound.AdaptiveThrottle]
 
 // Throttle returns the process-wide throttle of name under c, made on first
 // use; clients with the same name and config share it. c must be valid
 // (the options check it); an invalid c gives nil.
 func Throttle(name string, c rebound.AdaptiveThrottleConfig) *rebound.AdaptiveThrottle {
-	k := key{name, c.K, c.Window}
-	mu.Lock()
-	defer mu.Unlock()
-	if th := throttles[k].Value(); th != nil {
-		return th
-	}
-	th, err := rebound.NewAdaptiveThrottle(c)
+	th, err := throttles.Get(key{name, c.K, c.Window}, func() (*rebound.AdaptiveThrottle, error) {
+		return rebound.NewAdaptiveThrottle(c)
+	})
 	if err != nil {
 		return nil
 	}
-	throttles[k] = weak.Make(th)
-	runtime.AddCleanup(th, drop, k)
 	return th
 }
 
-func drop(k key) {
-	mu.Lock()
-	defer mu.Unlock()
-	if throttles[k].Value() == nil {
-		delete(throttles, k)
-	}
-}
-
 // Count returns the number of throttles registered, for tests.
-func Count() int {
-	mu.Lock()
-	defer mu.Unlock()
-	return len(throttles)
-}
+func Count() int { return throttles.Len() }
 
 // Gate is one client's view of a throttle: its clock and random source.
 // A nil *Gate, or one without a throttle, sends everything.

@@ -2,8 +2,9 @@
 // name) in a map of bounded size, so that a long-lived client that talks to
 // ever new peers keeps state for the recent ones only.
 //
-// The front doors follow one rule. Process-wide A6 throttles are held
-// weakly (package a6): a throttle lives while a client holds it. What a
+// The front doors follow one rule. What clients share process-wide (A6
+// throttles, adaptive throttles, adaptive rate limiters) is held weakly in
+// a [Shared]: it lives while a client holds it. What a
 // client keeps per peer lives in a [Map] of at most [DefaultMax] entries
 // (grpcretry keeps it per ClientConn instead, and drops it when the conn
 // is collected). When a Map is full, a new peer evicts peers that were not

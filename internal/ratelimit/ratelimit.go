@@ -5,12 +5,11 @@ package ratelimit
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"time"
-	"weak"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/bounded"
 )
 
 type key struct {
@@ -18,48 +17,25 @@ type key struct {
 	c    rebound.AdaptiveRateLimit
 }
 
-// limiters holds the limiters in use, weakly, as package adaptive holds
-// the adaptive throttles: a limiter lives while a client holds it in its
-// per-peer state (itself bounded, see package bounded), so that a process
-// talking to ever new names keeps none for the names it has dropped.
-var (
-	mu       sync.Mutex
-	limiters = map[key]weak.Pointer[rebound.RateLimiter]{}
-)
+// limiters holds the limiters in use, weakly (see bounded.Shared), as
+// package adaptive holds the adaptive throttles.
+var limiters bounded.Shared[key, rebound.RateLimiter]
 
 // Limiter returns the process-wide limiter of name under c, made on first
 // use; clients with the same name and settings share it. c must be valid
 // (the options check it); an invalid c gives nil.
 func Limiter(name string, c rebound.AdaptiveRateLimit) *rebound.RateLimiter {
-	k := key{name, c}
-	mu.Lock()
-	defer mu.Unlock()
-	if l := limiters[k].Value(); l != nil {
-		return l
-	}
-	l, err := rebound.NewRateLimiter(c)
+	l, err := limiters.Get(key{name, c}, func() (*rebound.RateLimiter, error) {
+		return rebound.NewRateLimiter(c)
+	})
 	if err != nil {
 		return nil
 	}
-	limiters[k] = weak.Make(l)
-	runtime.AddCleanup(l, drop, k)
 	return l
 }
 
-func drop(k key) {
-	mu.Lock()
-	defer mu.Unlock()
-	if limiters[k].Value() == nil {
-		delete(limiters, k)
-	}
-}
-
 // Count returns the number of limiters registered, for tests.
-func Count() int {
-	mu.Lock()
-	defer mu.Unlock()
-	return len(limiters)
-}
+func Count() int { return limiters.Len() }
 
 // Gate is one client's view of a limiter: its clock. A nil *Gate, or one
 // without a limiter, sends everything at once.
