@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -86,11 +87,17 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 			}
 			return conn
 		}
-		return &serverStream{
+		s := &serverStream{
 			i: i, ctx: ctx, cancel: cancel, next: next, spec: spec, mc: mc, n: n,
 			first: conn, conn: conn, clock: i.clock(), span: span, as: as,
 			fresh: cp.fresh, timeout: cp.timeout, timer: timer, tctx: actx, tcancel: tcancel, verdict: v,
 		}
+		if span != nil {
+			// A caller may walk away from the stream, its context ended,
+			// without reading it to the end or closing it.
+			s.stopAbandon = context.AfterFunc(ctx, s.abandoned)
+		}
+		return s
 	}
 }
 
@@ -130,6 +137,44 @@ type serverStream struct {
 	tctx      context.Context      // the current attempt's context, with a timeout
 	tcancel   context.CancelFunc   // ends tctx; nil without a timeout
 	verdict   *ratelimit.Verdict   // the current attempt's answer to the rate limit, for the classifier's verdict
+
+	// When traced: phase says who ends the spans if the caller's context
+	// ends (see abandoned); stopAbandon unregisters abandoned.
+	phase       atomic.Int32
+	stopAbandon func() bool
+}
+
+// The phases of a traced stream, for abandoned.
+const (
+	phaseOpen      = iota // no Receive yet: abandoned ends the spans
+	phaseRetrying         // the retry loop runs, and ends them itself
+	phaseCommitted        // abandoned ends them
+	phaseAbandoned        // abandoned ended them before any Receive
+)
+
+// abandoned ends the spans of a traced call whose context ended, unless
+// the retry loop is running (it ends them, with the reason it stopped).
+// Ending a span twice does nothing, so it may race with the call's own
+// end.
+func (s *serverStream) abandoned() {
+	if s.phase.CompareAndSwap(phaseOpen, phaseAbandoned) || s.phase.Load() == phaseCommitted {
+		// s.as is written only in phaseRetrying, which happened before.
+		err := contextError(s.ctx)
+		endAttempt(s.as, err, false)
+		endCall(s.span, err)
+	}
+}
+
+// traceCommitted moves a traced call past its retry loop, to the phase in
+// which abandoned ends its spans, and ends them now if the caller's
+// context ended while the loop ran.
+func (s *serverStream) traceCommitted() {
+	if s.span == nil || !s.phase.CompareAndSwap(phaseRetrying, phaseCommitted) && !s.phase.CompareAndSwap(phaseOpen, phaseCommitted) {
+		return
+	}
+	if s.ctx.Err() != nil {
+		s.abandoned()
+	}
 }
 
 func (s *serverStream) Spec() connect.Spec         { return s.first.Spec() }
@@ -170,10 +215,14 @@ func (s *serverStream) Receive(msg any) error {
 		return s.ended(s.conn.Receive(msg))
 	}
 	s.committed = true
+	if s.span != nil {
+		s.phase.CompareAndSwap(phaseOpen, phaseRetrying)
+	}
 	t := s.i.target(s.first.Peer().Addr)
 	p := s.i.policyFor(t, callPolicy{mc: s.mc, fresh: s.fresh})
 	if p.err != nil {
 		s.err = policyError(s.spec.Procedure, p.err)
+		s.endSpans(s.err)
 		return s.err
 	}
 	d := s.i.rec.Decisions(s.ctx, s.spec.Procedure, t.name)
@@ -196,9 +245,10 @@ func (s *serverStream) Receive(msg any) error {
 	s.i.end(s.ctx, &s.tr, 0, s.spec.Procedure, t.name, false, err)
 	if err != nil {
 		s.err = giveUp(s.ctx, err)
-		endCall(s.span, s.err)
+		s.endSpans(s.err)
 		return s.err
 	}
+	s.traceCommitted()
 	if s.eof != nil {
 		return s.ended(s.eof) // the io.EOF of a stream without messages
 	}
@@ -210,11 +260,21 @@ func (s *serverStream) Receive(msg any) error {
 func (s *serverStream) ended(err error) error {
 	// The call has committed: no classifier judges the end.
 	s.verdict.Release()
-	if err != nil && s.span != nil {
-		endAttempt(s.as, err, false)
-		endCall(s.span, err)
+	if err != nil {
+		s.endSpans(err)
 	}
 	return err
+}
+
+// endSpans ends the spans of the call and its current attempt, when
+// traced, with err.
+func (s *serverStream) endSpans(err error) {
+	if s.span == nil {
+		return
+	}
+	s.stopAbandon()
+	endAttempt(s.as, err, false)
+	endCall(s.span, err)
 }
 
 // commitFirst commits the call to its first attempt without running the
@@ -225,6 +285,7 @@ func (s *serverStream) commitFirst(why string) {
 		return
 	}
 	s.committed = true
+	s.traceCommitted()
 	s.timer.Stop()
 	s.tr.Start(time.Time{})
 	target := s.i.target(s.first.Peer().Addr).name

@@ -51,7 +51,16 @@ func (inject) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.St
 // own span.
 func traced(t *testing.T, s *server, cfg *serviceconfig.Config, clk *clocktest.Clock) (clients, *tracetest.InMemoryExporter, trace.Tracer) {
 	t.Helper()
+	c, exp, tr, _ := tracedEnds(t, s, cfg, clk)
+	return c, exp, tr
+}
+
+// tracedEnds is traced, and the names of the spans as they end
+// (observetest.Ends).
+func tracedEnds(t *testing.T, s *server, cfg *serviceconfig.Config, clk *clocktest.Clock) (clients, *tracetest.InMemoryExporter, trace.Tracer, <-chan string) {
+	t.Helper()
 	tp, exp := observetest.Tracing(t)
+	ends := observetest.Ends(tp)
 	i, err := connectretry.New(cfg, connectretry.WithClock(clk), connectretry.WithRandom(clocktest.NewRand(0.5)),
 		connectretry.WithTracerProvider(tp), connectretry.WithServerName(t.Name()))
 	if err != nil {
@@ -61,7 +70,7 @@ func traced(t *testing.T, s *server, cfg *serviceconfig.Config, clk *clocktest.C
 	return clients{
 		unary:        connect.NewClient[msg, msg](s.client, s.url+unary, opts...),
 		serverStream: connect.NewClient[msg, msg](s.client, s.url+serverStream, opts...),
-	}, exp, tp.Tracer("test")
+	}, exp, tp.Tracer("test"), ends
 }
 
 // parentOf returns the span the server's incoming trace context names.
@@ -211,6 +220,45 @@ func TestTraceServerStreamRetry(t *testing.T) {
 	if as[1].Status.Code.String() == "Error" || span.Status.Code.String() == "Error" {
 		t.Errorf("statuses: attempt 2 %v, call %v", as[1].Status, span.Status)
 	}
+	events(t, span,
+		"backoff started rebound.attempt=1 rebound.delay=0.05",
+		"committed rebound.attempt=2 rebound.why=first response message",
+	)
+}
+
+// A stream's spans end when its caller's context does, though the caller
+// stopped reading and never closed the response: no span outlives the
+// call.
+func TestTraceServerStreamAbandoned(t *testing.T) {
+	s := startServer(t, handlers{serverStream: func(ctx context.Context, n int, req *request, st *connect.ServerStream[msg]) error {
+		if n == 1 {
+			return connect.NewError(connect.CodeUnavailable, errors.New("busy"))
+		}
+		if err := st.Send(wrapperspb.String("one")); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}}, false)
+	c, exp, tr, ends := tracedEnds(t, s, retryConfig(t, 3, `"UNAVAILABLE"`, ""), clocktest.NewAuto())
+	ctx, root := tr.Start(context.Background(), "test")
+	ctx, cancel := context.WithCancel(ctx)
+	st, err := c.serverStream.CallServerStream(ctx, connect.NewRequest(wrapperspb.String("x")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Receive() {
+		t.Fatalf("no message: %v", st.Err())
+	}
+	// The caller walks away: no Receive to the end, no Close.
+	cancel()
+	name := "Sent." + strings.ReplaceAll(serverStream[1:], "/", ".")
+	observetest.Await(t, ends, name, 1)
+	root.End()
+	span, as := tree(t, exp, root, s, serverStream, 2)
+	observetest.CheckEnd(t, as[0], "rpc.response.status_code", "unavailable", true)
+	observetest.CheckEnd(t, as[1], "rpc.response.status_code", "canceled", true)
+	observetest.CheckEnd(t, span, "rpc.response.status_code", "canceled", true)
 	events(t, span,
 		"backoff started rebound.attempt=1 rebound.delay=0.05",
 		"committed rebound.attempt=2 rebound.why=first response message",

@@ -139,10 +139,10 @@ func Ends(tp *sdktrace.TracerProvider) <-chan string {
 }
 
 // Await waits for n spans named name on ends (from Ends), failing the test
-// if they have not ended within a minute.
+// if they have not ended within 10 seconds.
 func Await(t testing.TB, ends <-chan string, name string, n int) {
 	t.Helper()
-	timeout := time.NewTimer(time.Minute)
+	timeout := time.NewTimer(10 * time.Second)
 	defer timeout.Stop()
 	for n > 0 {
 		select {
