@@ -261,8 +261,7 @@ func (c *Client) newTarget(cc *grpc.ClientConn, key weak.Pointer[grpc.ClientConn
 		t.uri = cc.CanonicalTarget()
 	}
 	t.throttle, t.err = a6.Throttle(c.serverName(cc), t.cfg.RetryThrottling)
-	t.gate = c.newGate(c.serverName(cc))
-	t.limit = c.newLimit(c.serverName(cc))
+	t.gate, t.limit = c.opts.Gates(c.serverName(cc), c.clock)
 	return t
 }
 

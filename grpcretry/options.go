@@ -33,12 +33,8 @@ type options struct {
 	bufferTotal  int
 	bufferPerRPC int
 	adaptive     *AdaptiveHedging
-	// adaptiveThrottle is WithAdaptiveThrottle's config; nil when off.
-	adaptiveThrottle *rebound.AdaptiveThrottleConfig
 	// classify is WithClassifier's; nil for none.
 	classify func(Failure, rebound.RetryInfo) rebound.RetryInfo
-	// rateLimit is WithAdaptiveRateLimit's settings; nil when off.
-	rateLimit *rebound.AdaptiveRateLimit
 	// resolvers are WithResolver's builders, by scheme.
 	resolvers map[string]resolver.Builder
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -39,29 +40,14 @@ import (
 // limiter, so that they together keep to the server's limit. c's fields
 // must be valid; the zero value means the AWS SDKs' constants.
 func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimit) Option {
-	return optionFunc(func(o *options) {
-		if err := c.Validate(); err != nil {
-			o.Fail("WithAdaptiveRateLimit: %v", err)
-			return
-		}
-		o.rateLimit = &c
-	})
-}
-
-// newLimit returns the rate limit gate of server name, or nil when the
-// option is off.
-func (c *Client) newLimit(name string) *ratelimit.Gate {
-	if c.opts.rateLimit == nil {
-		return nil
-	}
-	return &ratelimit.Gate{Limiter: ratelimit.Limiter(name, *c.opts.rateLimit), Clock: c.clock}
+	return optionFunc(func(o *options) { o.SetRateLimit(c) })
 }
 
 // awaitVerdict gives an attempt's context a place where its answer waits
 // for the classifier's verdict before the rate limit hears of it (see
 // ratelimit.Verdict), when the client has both.
 func (o *options) awaitVerdict(ctx context.Context) (context.Context, *ratelimit.Verdict) {
-	return ratelimit.Await(ctx, o.rateLimit != nil && o.classify != nil)
+	return ratelimit.Await(ctx, o.RateLimit != nil && o.classify != nil)
 }
 
 // rateLimited is the error of an attempt whose turn would come after its
@@ -86,15 +72,11 @@ func waitError(ctx context.Context, err error) error {
 // server's limit. The server's wait is the pushback delay, else a
 // google.rpc.RetryInfo's retry_delay.
 func feedback(err error, trailer metadata.MD) rebound.RateFeedback {
-	d, stop, present := a6.ParsePushback(trailer[a6.PushbackHeader])
-	if stop {
-		d = 0
-	}
-	if !present && err != nil {
+	return a6.RateFeedback(uint32(status.Code(err)), trailer[a6.PushbackHeader], func() time.Duration {
 		st, _ := status.FromError(err)
-		d, _ = retryDelay(st)
-	}
-	return ratelimit.Feedback(uint32(status.Code(err)), present, d)
+		d, _ := retryDelay(st)
+		return d
+	})
 }
 
 // limitedInvoker makes each attempt wait for its turn and tells g of each

@@ -74,10 +74,10 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	if err != nil {
 		return nil, err
 	}
-	if c.opts.rateLimit != nil {
+	if c.opts.RateLimit != nil {
 		streamer = limitedStreamer(t.limit, streamer)
 	}
-	if c.opts.adaptiveThrottle != nil {
+	if c.opts.AdaptiveThrottle != nil {
 		streamer = gatedStreamer(t.gate, streamer)
 	}
 	mc := cp.mc

@@ -45,10 +45,10 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	if err != nil {
 		return err
 	}
-	if c.opts.rateLimit != nil {
+	if c.opts.RateLimit != nil {
 		invoker = limitedInvoker(t.limit, invoker)
 	}
-	if c.opts.adaptiveThrottle != nil {
+	if c.opts.AdaptiveThrottle != nil {
 		invoker = gatedInvoker(t.gate, invoker)
 	}
 	mc := cp.mc

@@ -34,6 +34,10 @@ type Options struct {
 	Budget rebound.Budget
 	// Hints are WithRetryInfoCap's and WithRetryInfoRequired's.
 	Hints Hints
+	// AdaptiveThrottle is WithAdaptiveThrottle's config; nil when off.
+	AdaptiveThrottle *rebound.AdaptiveThrottleConfig
+	// RateLimit is WithAdaptiveRateLimit's settings; nil when off.
+	RateLimit *rebound.AdaptiveRateLimit
 	// Err is the first invalid option, prefixed with the package name.
 	Err error
 
