@@ -128,8 +128,7 @@ func (i *Interceptor) target(addr string) *target {
 	t, _ := i.targets.Get(name, func() (*target, error) {
 		t := &target{name: name}
 		t.throttle, t.err = a6.Throttle(name, i.cfg.RetryThrottling)
-		t.gate = i.newGate(name)
-		t.limit = i.newLimit(name)
+		t.gate, t.limit = i.opts.Gates(name, i.clock())
 		return t, nil
 	})
 	i.last.Store(t)

@@ -23,10 +23,6 @@ func (f optionFunc) apply(o *options) { f(o) }
 // of its own.
 type options struct {
 	a6.Options
-	// adaptiveThrottle is WithAdaptiveThrottle's config; nil when off.
-	adaptiveThrottle *rebound.AdaptiveThrottleConfig
-	// rateLimit is WithAdaptiveRateLimit's settings; nil when off.
-	rateLimit *rebound.AdaptiveRateLimit
 	// classify is WithClassifier's; nil for none.
 	classify func(Failure, rebound.RetryInfo) rebound.RetryInfo
 }

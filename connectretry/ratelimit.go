@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -40,22 +41,7 @@ import (
 // limiter, so that they together keep to the server's limit. c's fields
 // must be valid; the zero value means the AWS SDKs' constants.
 func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimit) Option {
-	return optionFunc(func(o *options) {
-		if err := c.Validate(); err != nil {
-			o.Fail("WithAdaptiveRateLimit: %v", err)
-			return
-		}
-		o.rateLimit = &c
-	})
-}
-
-// newLimit returns the rate limit gate of server name, or nil when the
-// option is off.
-func (i *Interceptor) newLimit(name string) *ratelimit.Gate {
-	if i.opts.rateLimit == nil {
-		return nil
-	}
-	return &ratelimit.Gate{Limiter: ratelimit.Limiter(name, *i.opts.rateLimit), Clock: i.clock()}
+	return optionFunc(func(o *options) { o.SetRateLimit(c) })
 }
 
 // waitError turns the error of a wait into an attempt's error.
@@ -73,7 +59,7 @@ func waitError(ctx context.Context, err error) *connect.Error {
 // for the classifier's verdict before the rate limit hears of it (see
 // ratelimit.Verdict), when the interceptor has both.
 func (o *options) awaitVerdict(ctx context.Context) (context.Context, *ratelimit.Verdict) {
-	return ratelimit.Await(ctx, o.rateLimit != nil && o.classify != nil)
+	return ratelimit.Await(ctx, o.RateLimit != nil && o.classify != nil)
 }
 
 // rateFeedback returns what an attempt's error, or the trailer of its
@@ -90,14 +76,10 @@ func rateFeedback(err error, trailer http.Header) rebound.RateFeedback {
 			trailer = ce.Meta()
 		}
 	}
-	d, stop, present := a6.ParsePushback(trailer[pushbackKey])
-	if stop {
-		d = 0
-	}
-	if !present {
-		d, _ = retryDelay(ce)
-	}
-	return ratelimit.Feedback(uint32(code), present, d)
+	return a6.RateFeedback(uint32(code), trailer[pushbackKey], func() time.Duration {
+		d, _ := retryDelay(ce)
+		return d
+	})
 }
 
 // limitedUnary makes each attempt wait for its turn and tells g of each

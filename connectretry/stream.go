@@ -38,10 +38,10 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 		if n != nil {
 			*n = 1
 		}
-		if i.opts.rateLimit != nil {
+		if i.opts.RateLimit != nil {
 			next = i.limitedStreaming(next)
 		}
-		if i.opts.adaptiveThrottle != nil {
+		if i.opts.AdaptiveThrottle != nil {
 			next = i.gatedStreaming(next)
 		}
 		cp, err := i.resolve(ctx, spec.Procedure)

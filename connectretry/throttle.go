@@ -24,22 +24,7 @@ import (
 // of the process with the same server name and c shares one throttle. c's
 // fields must be valid; the zero value means the SRE book's defaults.
 func WithAdaptiveThrottle(c rebound.AdaptiveThrottleConfig) Option {
-	return optionFunc(func(o *options) {
-		if err := c.Validate(); err != nil {
-			o.Fail("WithAdaptiveThrottle: %v", err)
-			return
-		}
-		o.adaptiveThrottle = &c
-	})
-}
-
-// newGate returns the adaptive throttle gate of server name, or nil when
-// the option is off.
-func (i *Interceptor) newGate(name string) *adaptive.Gate {
-	if i.opts.adaptiveThrottle == nil {
-		return nil
-	}
-	return &adaptive.Gate{Throttle: adaptive.Throttle(name, *i.opts.adaptiveThrottle), Clock: i.clock(), Random: i.opts.Random}
+	return optionFunc(func(o *options) { o.SetAdaptiveThrottle(c) })
 }
 
 func rejectedLocally() *connect.Error {

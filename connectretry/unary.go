@@ -40,10 +40,10 @@ func (i *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 }
 
 func (i *Interceptor) unary(ctx context.Context, next connect.UnaryFunc, req connect.AnyRequest, spec connect.Spec) (connect.AnyResponse, error) {
-	if i.opts.rateLimit != nil {
+	if i.opts.RateLimit != nil {
 		next = limitedUnary(i.target(req.Peer().Addr).limit, next)
 	}
-	if i.opts.adaptiveThrottle != nil {
+	if i.opts.AdaptiveThrottle != nil {
 		next = gatedUnary(i.target(req.Peer().Addr).gate, next)
 	}
 	n := attemptsOut(ctx)
@@ -293,6 +293,11 @@ func (i *Interceptor) hedgeUnary(ctx context.Context, d observe.Decisions, span 
 			endAttempt(as, ae, lost)
 			tr.Failed(attempt, ae.info, time.Time{})
 			return won{}, ae
+		}
+		if !lost {
+			// The first response commits the call to its attempt; any
+			// other is cancelled.
+			as.Committed(whyResponse)
 		}
 		endAttempt(as, nil, lost)
 		return won{resp, r}, nil
