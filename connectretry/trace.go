@@ -10,6 +10,10 @@ import (
 	"github.com/rebound-go/rebound/internal/observe"
 )
 
+// whyResponse is why a hedged call committed to an attempt, for the
+// "committed" event: its response arrived first.
+const whyResponse = "response received"
+
 // outcome describes how a call or an attempt that ended with err ended
 // (nil or io.EOF for success). rpc.response.status_code is connect's code
 // name ("unavailable"), set only for an error, as connect has no code for

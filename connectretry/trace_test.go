@@ -189,6 +189,7 @@ func TestTraceUnaryHedge(t *testing.T) {
 	events(t, span,
 		"hedge sent rebound.attempt=2",
 		"hedge sent rebound.attempt=3",
+		"committed rebound.attempt=3 rebound.why=response received",
 		"hedge cancelled rebound.attempt=1",
 	)
 }
