@@ -294,6 +294,11 @@ func (i *Interceptor) hedgeUnary(ctx context.Context, d observe.Decisions, span 
 			tr.Failed(attempt, ae.info, time.Time{})
 			return won{}, ae
 		}
+		if !lost {
+			// The first response commits the call to its attempt; any
+			// other is cancelled.
+			as.Committed(whyResponse)
+		}
 		endAttempt(as, nil, lost)
 		return won{resp, r}, nil
 	}
