@@ -59,7 +59,13 @@ func (t *Transport) hedge(ctx context.Context, hd *rebound.Hedger, out *outgoing
 		stop()
 		// An attempt cancelled while the request goes on has lost: the
 		// request ended with another attempt.
-		endAttempt(as, resp, err, hctx.Err() != nil && ctx.Err() == nil)
+		lost := hctx.Err() != nil && ctx.Err() == nil
+		if err == nil && !lost {
+			// The first final response commits the request to its
+			// attempt; any other is cancelled.
+			as.Committed(whyResponse)
+		}
+		endAttempt(as, resp, err, lost)
 		var se *statusError
 		if errors.As(err, &se) {
 			resp = se.resp

@@ -13,6 +13,10 @@ import (
 // gives its own (statusError.why).
 const whyNotReplayable = "request body cannot be replayed"
 
+// whyResponse is why a hedged request committed to an attempt, for the
+// "committed" event: its response came first.
+const whyResponse = "response received"
+
 // outcome describes how a request or an attempt ended: with resp, or
 // with err (a statusError carries its response).
 func outcome(resp *http.Response, err error) observe.Outcome {

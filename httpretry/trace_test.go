@@ -150,7 +150,7 @@ func TestTraceHTTPHedge(t *testing.T) {
 		t.Errorf("the cancelled attempt's status %v, want Error", as[0].Status)
 	}
 	observetest.CheckEnd(t, as[1], "http.response.status_code", "200", false)
-	want := []string{"hedge sent rebound.attempt=2", "hedge cancelled rebound.attempt=1"}
+	want := []string{"hedge sent rebound.attempt=2", "committed rebound.attempt=2 rebound.why=response received", "hedge cancelled rebound.attempt=1"}
 	if got := observetest.Events(calls[0]); !slices.Equal(got, want) {
 		t.Errorf("events:\n got %q\nwant %q", got, want)
 	}
