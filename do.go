@@ -67,17 +67,26 @@ func doValue[T any](ctx context.Context, c *Call[T], s Strategy, op func(context
 		cb.StartCall()
 		defer cb.EndCall()
 	}
+	// direct is s when it is a built-in strategy itself (not a wrapper
+	// that acts around RefreshToken): its first token is never made.
+	var direct deferredToken
 	if f := deferred(s); f != nil {
 		// The built-in strategies' initial token has no delay and cannot
 		// be refused, so the first attempt runs before it is made: a call
-		// that succeeds at once costs no token.
+		// that succeeds at once costs no token, and one that fails is
+		// refreshed from a token on the stack (refreshFirst).
 		attempts = 1
 		v, err := op(ctx)
 		if err == nil {
 			f.recordFirstSuccess()
 			return v, nil
 		}
-		tok, last = f.firstToken(), err
+		last = err
+		if any(f) == any(s) {
+			direct = f
+		} else {
+			tok = f.firstToken()
+		}
 	} else {
 		var err error
 		if tok, err = s.AcquireInitialToken(ctx); err != nil || tok == nil {
@@ -89,7 +98,16 @@ func doValue[T any](ctx context.Context, c *Call[T], s Strategy, op func(context
 			if ctx.Err() != nil {
 				return zero, c.gaveUp(last, context.Cause(ctx), attempts)
 			}
-			next, rerr := s.RefreshToken(ctx, tok, last)
+			var (
+				next Token
+				rerr error
+			)
+			if tok == nil {
+				// Only after a built-in strategy's first attempt.
+				next, rerr = direct.refreshFirst(ctx, last)
+			} else {
+				next, rerr = s.RefreshToken(ctx, tok, last)
+			}
 			if rerr != nil {
 				return zero, c.gaveUp(last, rerr, attempts)
 			}
@@ -130,6 +148,9 @@ func doValue[T any](ctx context.Context, c *Call[T], s Strategy, op func(context
 type deferredToken interface {
 	firstToken() Token
 	recordFirstSuccess()
+	// refreshFirst is RefreshToken of the first token, made on the
+	// stack: no one else ever holds it.
+	refreshFirst(ctx context.Context, err error) (Token, error)
 }
 
 // deferred returns s as a deferredToken when it is exactly one of the

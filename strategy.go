@@ -170,6 +170,11 @@ func (st *Standard) RefreshToken(ctx context.Context, t Token, err error) (Token
 	if cerr != nil {
 		return nil, cerr
 	}
+	return st.refresh(ctx, tk, err)
+}
+
+// refresh is RefreshToken after tk is claimed.
+func (st *Standard) refresh(ctx context.Context, tk *token, err error) (Token, error) {
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
@@ -252,6 +257,11 @@ func (st *Standard) Budget() Budget { return st.s.budget }
 
 func (st *Standard) firstToken() Token { return &token{owner: st, attempt: 1} }
 
+func (st *Standard) refreshFirst(ctx context.Context, err error) (Token, error) {
+	first := token{owner: st, attempt: 1}
+	return st.refresh(ctx, &first, err)
+}
+
 func (st *Standard) recordFirstSuccess() {
 	if st.s.budget != nil {
 		st.s.budget.RecordSuccess()
@@ -305,6 +315,11 @@ func (p *Retrier) RefreshToken(ctx context.Context, t Token, err error) (Token, 
 	if cerr != nil {
 		return nil, cerr
 	}
+	return p.refresh(ctx, tk, err)
+}
+
+// refresh is RefreshToken after tk is claimed.
+func (p *Retrier) refresh(ctx context.Context, tk *token, err error) (Token, error) {
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
@@ -368,6 +383,11 @@ func (p *Retrier) Clock() Clock { return p.s.clock }
 func (p *Retrier) Budget() Budget { return p.s.budget }
 
 func (p *Retrier) firstToken() Token { return &token{owner: p, attempt: 1} }
+
+func (p *Retrier) refreshFirst(ctx context.Context, err error) (Token, error) {
+	first := token{owner: p, attempt: 1}
+	return p.refresh(ctx, &first, err)
+}
 
 func (p *Retrier) recordFirstSuccess() {
 	if p.s.budget != nil {
