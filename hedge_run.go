@@ -13,8 +13,9 @@ import (
 // delay. So the first attempt runs on the caller's goroutine, and the
 // machinery that sends hedges and gathers results (a goroutine, a results
 // channel, the hedge timer) starts only when the delay fires, or at once
-// for a zero delay. Until then the call costs a context for the attempt, a
-// stopped timer and the call's state.
+// for a zero delay. Until then the call costs a context for the attempt and
+// the call's state: the timer that would start the machinery is stopped
+// and kept for the next call (see starter).
 func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx context.Context, attempt int) (T, error)) (T, error) {
 	var zero T
 	if h == nil {
@@ -109,7 +110,10 @@ func (r *hedgeRun[T]) startLater(d time.Duration) {
 		return
 	}
 	if _, ok := r.h.s.clock.(realClock); ok {
-		r.st.start = time.AfterFunc(d, r.machine)
+		s := starters.Get().(*starter)
+		s.m = r
+		s.t.Reset(d)
+		r.st.start = s
 		return
 	}
 	// Another clock (a fake one, in tests) has no AfterFunc: a goroutine
@@ -142,6 +146,25 @@ func (r *hedgeRun[T]) stopMachine() bool {
 	}
 	return true
 }
+
+// A starter starts the machinery of a hedged call when its delay fires:
+// one timer of the real clock with the function it runs. A call whose
+// first attempt answers in time stops it, and it waits in starters for the
+// next call, so that most hedged calls make no timer. One that fired is
+// not reused: its machine may still be starting.
+type starter struct {
+	t *time.Timer
+	m interface{ machine() } // the call's hedgeRun, set before t is reset
+}
+
+func (s *starter) Stop() bool { return s.t.Stop() }
+
+var starters = sync.Pool{New: func() any {
+	s := new(starter)
+	s.t = time.AfterFunc(time.Hour, func() { s.m.machine() })
+	s.t.Stop()
+	return s
+}}
 
 // resultsChan returns the channel the attempts send their results on,
 // made on first use: by the machinery, or by the caller should the first
@@ -408,6 +431,13 @@ func (s *hedgeState) stopStart() bool {
 	defer s.mu.Unlock()
 	if !s.startStopped && s.start != nil && s.start.Stop() {
 		s.startStopped = true
+	}
+	if st, ok := s.start.(*starter); ok && s.startStopped {
+		// Stopped before it fired, so it never will: the next call
+		// can have it.
+		s.start = nil
+		st.m = nil
+		starters.Put(st)
 	}
 	return s.startStopped
 }
