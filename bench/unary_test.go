@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound/grpcretry"
@@ -103,6 +104,13 @@ var grpcLibs = []grpcLib{
 	{"bare", func(_ testing.TB, c unaryCase) ([]grpc.DialOption, bool) {
 		return []grpc.DialOption{grpc.WithDisableRetry()}, c.failEvery == 0
 	}},
+	// bare grpc-go with a stats handler that does nothing: the floor of
+	// any library that watches a call's events (a hedged call's response
+	// headers, say), since grpc-go builds every event of every call on a
+	// conn that has a stats handler.
+	{"bare-stats", func(_ testing.TB, c unaryCase) ([]grpc.DialOption, bool) {
+		return []grpc.DialOption{grpc.WithDisableRetry(), grpc.WithStatsHandler(noopStats{})}, c.failEvery == 0
+	}},
 	// grpc-go's own A6 retry, throttled per ClientConn.
 	{"grpc-retry", func(_ testing.TB, c unaryCase) ([]grpc.DialOption, bool) {
 		return []grpc.DialOption{grpc.WithDefaultServiceConfig(retryServiceConfig(c.budget))}, true
@@ -115,6 +123,14 @@ var grpcLibs = []grpcLib{
 		return []grpc.DialOption{grpc.WithDisableRetry(), grpc.WithChainUnaryInterceptor(failsafeInterceptor(c.budget))}, true
 	}},
 }
+
+// noopStats is a stats handler that does nothing.
+type noopStats struct{}
+
+func (noopStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (noopStats) HandleRPC(context.Context, stats.RPCStats)                         {}
+func (noopStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (noopStats) HandleConn(context.Context, stats.ConnStats)                       {}
 
 // reboundClient reads retryServiceConfig into a grpcretry.Client.
 func reboundClient(tb testing.TB, c unaryCase) *grpcretry.Client {

@@ -65,6 +65,10 @@ type target struct {
 	methods    sync.Map                    // full method name -> *methodEntry
 	nmethods   atomic.Int32                // entries in methods, up to maxMethods
 	lastMethod atomic.Pointer[methodEntry] // the entry of the latest call
+
+	// statsHeaders: callStats has handed a hedged attempt on this conn
+	// its response headers, so it is installed and hands them all.
+	statsHeaders atomic.Bool
 }
 
 // policyEntry is the strategy of one method config on one target: retry or

@@ -39,7 +39,7 @@ import (
 // The context of every attempt carries a [distinct.Call], so that the
 // rebound_distinct balancer sends the hedges to backends not used yet.
 func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serviceconfig.MethodConfig, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int, tr *observe.Tracker, d *observe.Decisions, span *observe.CallSpan) error {
-	h := &hedgedCall{method: method, req: req, cc: cc, invoker: invoker, codes: mc.HedgingPolicy.NonFatalStatusCodes, span: span, client: &c.opts}
+	h := &hedgedCall{method: method, req: req, cc: cc, invoker: invoker, codes: mc.HedgingPolicy.NonFatalStatusCodes, span: span, client: &c.opts, statsHeaders: &t.statsHeaders}
 	h.tr = tr
 	if h.tr == nil {
 		h.tr = &h.trk
@@ -132,6 +132,8 @@ type hedgedCall struct {
 	trk    observe.Tracker
 	span   *observe.CallSpan // nil unless the client traces
 	client *options          // the client's settings, for its verdict
+
+	statsHeaders *atomic.Bool // the target's: callStats hands the attempts their headers
 }
 
 // hedgeAttempt is what one attempt receives.
@@ -140,6 +142,38 @@ type hedgeAttempt struct {
 	header, trailer metadata.MD
 	peer            peer.Peer
 	buf             [8]grpc.CallOption
+	in              headerContext
+}
+
+// headerContext is the context a hedged attempt goes to grpc-go with:
+// callStats finds it there and hands it the attempt's response headers as
+// they arrive. They commit the call to the attempt (A6), and they are the
+// attempt's header: grpc-go copies the headers for a stats handler anyway,
+// so once callStats is known to be on the conn an attempt does not ask for
+// a second copy with grpc.Header.
+type headerContext struct {
+	context.Context
+	header atomic.Pointer[metadata.MD] // set by callStats
+	seen   *atomic.Bool                // the target's statsHeaders
+}
+
+type headerKey struct{}
+
+func (c *headerContext) Value(key any) any {
+	if key == (headerKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// received takes the attempt's response headers, from callStats, and
+// reports whether they commit the call to this attempt.
+func (c *headerContext) received(md *metadata.MD) bool {
+	c.header.Store(md)
+	if !c.seen.Load() {
+		c.seen.Store(true)
+	}
+	return rebound.Commit(c.Context)
 }
 
 // setReply records how to make replies like reply, and reports whether it
@@ -186,13 +220,21 @@ func (h *hedgedCall) attempt(ctx context.Context, n int) (*hedgeAttempt, error) 
 		ctx = withPreviousAttempts(ctx, n-1)
 	}
 	opts := append(a.buf[:0], h.opts...)
-	opts = append(opts, grpc.Header(&a.header), grpc.Trailer(&a.trailer))
+	statsHeaders := h.statsHeaders.Load()
+	if !statsHeaders {
+		opts = append(opts, grpc.Header(&a.header))
+	}
+	opts = append(opts, grpc.Trailer(&a.trailer))
 	if h.peer {
 		opts = append(opts, grpc.Peer(&a.peer))
 	}
 	ctx, as := startAttempt(ctx, h.span, n)
 	ctx, v := h.client.awaitVerdict(ctx)
-	err := h.invoker(ctx, h.method, h.req, a.reply, h.cc, opts...)
+	a.in.Context, a.in.seen = ctx, h.statsHeaders
+	err := h.invoker(&a.in, h.method, h.req, a.reply, h.cc, opts...)
+	if md := a.in.header.Load(); statsHeaders && md != nil {
+		a.header = *md
+	}
 	if err == nil {
 		endAttempt(as, nil, rebound.RetryInfo{}, h.span.Lost(ctx))
 		return a, nil

@@ -653,3 +653,60 @@ func twoHedges(t *testing.T) (*script, *grpctest.Server, *serviceconfig.Config, 
 	s.expect("start 2")
 	return s, srv, cfg, clk, p
 }
+
+// Every call on a conn, the first and those after it, gives the caller the
+// winner's header and commits on a loser's headers, with rebound's stats
+// handler on the conn (which hands the attempts their headers once it has
+// been seen to) and without it (interceptors installed by hand, which ask
+// grpc-go for each attempt's header).
+func TestHedgeHeadersEveryCall(t *testing.T) {
+	for _, withHandler := range []bool{true, false} {
+		t.Run(fmt.Sprint("stats handler ", withHandler), func(t *testing.T) {
+			s := newScript(t)
+			srv := grpctest.Start(t, s.handlers())
+			clk := clocktest.New()
+			c, err := grpcretry.New(hedgeConfig(t, 2, "0.1s", ""), grpcretry.WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := c.DialOptions()
+			if !withHandler {
+				opts = []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor())}
+			}
+			cc := srv.Dial(t, opts...)
+			for call := range 3 {
+				// The first attempt wins before the delay.
+				p := start(t, context.Background(), cc, new(testpb.SimpleResponse))
+				s.expect("start 1")
+				clk.WaitCreated(3*call + 1)
+				s.answer(1, verdict{header: metadata.Pairs("from", "1"), trailer: metadata.Pairs("t", "1")})
+				p.check(codes.OK, nil, 1)
+				if !slices.Equal(p.header.Get("from"), []string{"1"}) || !slices.Equal(p.trailer.Get("t"), []string{"1"}) {
+					t.Fatalf("call %d: header %v, trailer %v; want attempt 1's", call, p.header, p.trailer)
+				}
+				// A hedge wins.
+				p = start(t, context.Background(), cc, new(testpb.SimpleResponse))
+				s.expect("start 1")
+				clk.WaitCreated(3*call + 2)
+				clk.Advance(100 * time.Millisecond)
+				s.expect("start 2")
+				s.answer(2, verdict{body: "two", header: metadata.Pairs("from", "2"), trailer: metadata.Pairs("t", "2")})
+				s.expect("cancel 1")
+				p.check(codes.OK, nil, 2)
+				if !slices.Equal(p.header.Get("from"), []string{"2"}) || !slices.Equal(p.trailer.Get("t"), []string{"2"}) {
+					t.Fatalf("call %d: header %v, trailer %v; want attempt 2's", call, p.header, p.trailer)
+				}
+				// Headers, then a non-fatal status: committed.
+				p = start(t, context.Background(), cc, new(testpb.SimpleResponse))
+				s.expect("start 1")
+				clk.WaitCreated(3*call + 3)
+				s.answer(1, verdict{err: status.Error(codes.Unavailable, "after headers"), header: metadata.Pairs("from", "1")})
+				p.check(codes.Unavailable, rebound.ErrCommitted, 1)
+				if !slices.Equal(p.header.Get("from"), []string{"1"}) {
+					t.Fatalf("call %d: header %v, want attempt 1's", call, p.header)
+				}
+			}
+			s.quiet()
+		})
+	}
+}

@@ -6,7 +6,6 @@ import (
 
 	"google.golang.org/grpc/stats"
 
-	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/observe"
 )
 
@@ -37,9 +36,9 @@ func (callStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 			attemptSpan(ctx).Transparent()
 		}
 	case *stats.InHeader:
-		// A no-op outside a hedged attempt.
-		if rebound.Commit(ctx) {
-			attemptSpan(ctx).Committed(whyHeaders)
+		// Only a hedged unary attempt listens.
+		if c, ok := ctx.Value(headerKey{}).(*headerContext); ok && c.received(&s.Header) {
+			attemptSpan(c).Committed(whyHeaders)
 		}
 	}
 }
