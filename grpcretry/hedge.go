@@ -146,15 +146,16 @@ type hedgeAttempt struct {
 }
 
 // headerContext is the context a hedged attempt goes to grpc-go with:
-// callStats finds it there and hands it the attempt's response headers as
-// they arrive. They commit the call to the attempt (A6), and they are the
-// attempt's header: grpc-go copies the headers for a stats handler anyway,
-// so once callStats is known to be on the conn an attempt does not ask for
-// a second copy with grpc.Header.
+// callStats finds it there and hands it the attempt's response headers and
+// trailer as they arrive. The headers commit the call to the attempt (A6).
+// grpc-go copies both for a stats handler anyway, so once callStats is
+// known to be on the conn they are the attempt's header and trailer, and
+// the attempt does not ask for second copies with grpc.Header and
+// grpc.Trailer.
 type headerContext struct {
 	context.Context
-	header atomic.Pointer[metadata.MD] // set by callStats
-	seen   *atomic.Bool                // the target's statsHeaders
+	header, trailer atomic.Pointer[metadata.MD] // set by callStats
+	seen            *atomic.Bool                // the target's statsHeaders
 }
 
 type headerKey struct{}
@@ -170,10 +171,20 @@ func (c *headerContext) Value(key any) any {
 // reports whether they commit the call to this attempt.
 func (c *headerContext) received(md *metadata.MD) bool {
 	c.header.Store(md)
+	c.sawStats()
+	return rebound.Commit(c.Context)
+}
+
+// receivedTrailer takes the attempt's trailer, from callStats.
+func (c *headerContext) receivedTrailer(md *metadata.MD) {
+	c.trailer.Store(md)
+	c.sawStats()
+}
+
+func (c *headerContext) sawStats() {
 	if !c.seen.Load() {
 		c.seen.Store(true)
 	}
-	return rebound.Commit(c.Context)
 }
 
 // setReply records how to make replies like reply, and reports whether it
@@ -222,9 +233,8 @@ func (h *hedgedCall) attempt(ctx context.Context, n int) (*hedgeAttempt, error) 
 	opts := append(a.buf[:0], h.opts...)
 	statsHeaders := h.statsHeaders.Load()
 	if !statsHeaders {
-		opts = append(opts, grpc.Header(&a.header))
+		opts = append(opts, grpc.Header(&a.header), grpc.Trailer(&a.trailer))
 	}
-	opts = append(opts, grpc.Trailer(&a.trailer))
 	if h.peer {
 		opts = append(opts, grpc.Peer(&a.peer))
 	}
@@ -232,8 +242,14 @@ func (h *hedgedCall) attempt(ctx context.Context, n int) (*hedgeAttempt, error) 
 	ctx, v := h.client.awaitVerdict(ctx)
 	a.in.Context, a.in.seen = ctx, h.statsHeaders
 	err := h.invoker(&a.in, h.method, h.req, a.reply, h.cc, opts...)
-	if md := a.in.header.Load(); statsHeaders && md != nil {
-		a.header = *md
+	if statsHeaders {
+		// callStats had them before grpc-go ended the attempt.
+		if md := a.in.header.Load(); md != nil {
+			a.header = *md
+		}
+		if md := a.in.trailer.Load(); md != nil {
+			a.trailer = *md
+		}
 	}
 	if err == nil {
 		endAttempt(as, nil, rebound.RetryInfo{}, h.span.Lost(ctx))

@@ -655,7 +655,8 @@ func twoHedges(t *testing.T) (*script, *grpctest.Server, *serviceconfig.Config, 
 }
 
 // Every call on a conn, the first and those after it, gives the caller the
-// winner's header and commits on a loser's headers, with rebound's stats
+// winner's header and trailer, commits on an attempt's headers and stops on
+// a pushback in its trailer, with rebound's stats
 // handler on the conn (which hands the attempts their headers once it has
 // been seen to) and without it (interceptors installed by hand, which ask
 // grpc-go for each attempt's header).
@@ -678,7 +679,7 @@ func TestHedgeHeadersEveryCall(t *testing.T) {
 				// The first attempt wins before the delay.
 				p := start(t, context.Background(), cc, new(testpb.SimpleResponse))
 				s.expect("start 1")
-				clk.WaitCreated(3*call + 1)
+				clk.WaitCreated(4*call + 1)
 				s.answer(1, verdict{header: metadata.Pairs("from", "1"), trailer: metadata.Pairs("t", "1")})
 				p.check(codes.OK, nil, 1)
 				if !slices.Equal(p.header.Get("from"), []string{"1"}) || !slices.Equal(p.trailer.Get("t"), []string{"1"}) {
@@ -687,7 +688,7 @@ func TestHedgeHeadersEveryCall(t *testing.T) {
 				// A hedge wins.
 				p = start(t, context.Background(), cc, new(testpb.SimpleResponse))
 				s.expect("start 1")
-				clk.WaitCreated(3*call + 2)
+				clk.WaitCreated(4*call + 2)
 				clk.Advance(100 * time.Millisecond)
 				s.expect("start 2")
 				s.answer(2, verdict{body: "two", header: metadata.Pairs("from", "2"), trailer: metadata.Pairs("t", "2")})
@@ -699,11 +700,20 @@ func TestHedgeHeadersEveryCall(t *testing.T) {
 				// Headers, then a non-fatal status: committed.
 				p = start(t, context.Background(), cc, new(testpb.SimpleResponse))
 				s.expect("start 1")
-				clk.WaitCreated(3*call + 3)
+				clk.WaitCreated(4*call + 3)
 				s.answer(1, verdict{err: status.Error(codes.Unavailable, "after headers"), header: metadata.Pairs("from", "1")})
 				p.check(codes.Unavailable, rebound.ErrCommitted, 1)
 				if !slices.Equal(p.header.Get("from"), []string{"1"}) {
 					t.Fatalf("call %d: header %v, want attempt 1's", call, p.header)
+				}
+				// The trailer's pushback says stop (trailers only).
+				p = start(t, context.Background(), cc, new(testpb.SimpleResponse))
+				s.expect("start 1")
+				clk.WaitCreated(4*call + 4)
+				s.answer(1, pushbackVerdict(codes.Unavailable, "-1"))
+				p.check(codes.Unavailable, rebound.ErrPushback, 1)
+				if !slices.Equal(p.trailer.Get(a6.PushbackHeader), []string{"-1"}) {
+					t.Fatalf("call %d: trailer %v, want the pushback", call, p.trailer)
 				}
 			}
 			s.quiet()

@@ -17,7 +17,9 @@ type trackerKey struct{}
 //
 //   - the response headers of a hedged unary attempt as they arrive, which
 //     commit the call to that attempt (A6 "When Retries are Valid"): grpc-go
-//     tells an interceptor of them only once the attempt has ended;
+//     tells an interceptor of them only once the attempt has ended. The
+//     attempt takes its header and trailer from here too (see
+//     headerContext);
 //   - grpc-go's transparent retries, counted into the tracker of the call
 //     they belong to, with WithMeterProvider.
 type callStats struct{}
@@ -39,6 +41,10 @@ func (callStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		// Only a hedged unary attempt listens.
 		if c, ok := ctx.Value(headerKey{}).(*headerContext); ok && c.received(&s.Header) {
 			attemptSpan(c).Committed(whyHeaders)
+		}
+	case *stats.InTrailer:
+		if c, ok := ctx.Value(headerKey{}).(*headerContext); ok {
+			c.receivedTrailer(&s.Trailer)
 		}
 	}
 }
