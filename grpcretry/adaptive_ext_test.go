@@ -83,6 +83,11 @@ func TestAdaptiveCap(t *testing.T) {
 	if srv.Count(grpctest.UnaryCall) != 24 {
 		t.Fatalf("server saw %d attempts, want 24", srv.Count(grpctest.UnaryCall))
 	}
+	// A hedge the cap refuses counts as throttled, as one the throttle
+	// refuses does.
+	if s := grpcretry.StatsOf(cc)[grpctest.UnaryCall]; s.Throttled != 18 || s.Calls != 21 {
+		t.Fatalf("stats: %d calls, %d throttled; want 21, 18", s.Calls, s.Throttled)
+	}
 }
 
 // TestAdaptiveSpendsBudget: under an adaptive hedging delay a hedge needs

@@ -78,7 +78,11 @@ func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serv
 	// h holds the call's decisions, so that the caller's copy stays on
 	// its stack.
 	h.d = *d
-	h.d.Tracker = h.tr // to hear of a hedge the budget refuses, for Stats
+	if p.budget != nil || am != nil {
+		// To hear of a hedge the budget refuses, for Stats. Without a
+		// budget none is refused, and the call needs no hook.
+		h.d.Tracker = h.tr
+	}
 	call := observe.Hooks[*hedgeAttempt](&h.d)
 	if span != nil {
 		call = observe.Traced[*hedgeAttempt](&h.d, span)
