@@ -38,7 +38,7 @@ import (
 //
 // The context of every attempt carries a [distinct.Call], so that the
 // rebound_distinct balancer sends the hedges to backends not used yet.
-func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serviceconfig.MethodConfig, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int, tr *observe.Tracker, d *observe.Decisions, span *observe.CallSpan) error {
+func (c *Client) hedged(ctx context.Context, t *target, m *methodEntry, p *policyEntry, mc *serviceconfig.MethodConfig, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int, tr *observe.Tracker, d *observe.Decisions, span *observe.CallSpan) error {
 	h := &hedgedCall{method: method, req: req, cc: cc, invoker: invoker, codes: mc.HedgingPolicy.NonFatalStatusCodes, span: span, client: &c.opts, statsHeaders: &t.statsHeaders}
 	h.tr = tr
 	if h.tr == nil {
@@ -91,7 +91,14 @@ func (c *Client) hedged(ctx context.Context, t *target, p *policyEntry, mc *serv
 	if n != nil {
 		*n = int(h.sent.Load())
 	}
-	c.record(ctx, method, t.uri, h.tr, int(h.sent.Load()), true, err)
+	if err == nil && tr == nil && h.d.Tracker == nil && h.sent.Load() == 1 && m != nil {
+		// Attempt 1 answered, and nothing else happened that the call's
+		// statistics would tell: no budget could refuse a hedge, and
+		// without metrics no transparent retry is counted.
+		c.succeeded(m)
+	} else {
+		c.record(ctx, method, t.uri, h.tr, int(h.sent.Load()), true, err)
+	}
 	if err == nil {
 		if am != nil {
 			now := am.clock.Now()

@@ -717,6 +717,11 @@ func TestHedgeHeadersEveryCall(t *testing.T) {
 				}
 			}
 			s.quiet()
+			// Of the 12 calls, 3 sent a hedge; 3 were stopped by pushback.
+			got := c.Stats()[grpctest.UnaryCall]
+			if got.Calls != 12 || got.Hedges.Attempts != 3 || got.Retries.Attempts != 0 || got.PushbackStops != 3 {
+				t.Fatalf("stats %+v, want 12 calls, 3 hedges, 3 pushback stops", got)
+			}
 		})
 	}
 }

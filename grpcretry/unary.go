@@ -75,7 +75,7 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	size, fits := c.reserveRequest(req, opts)
 	defer c.release(size)
 	if p.hedge != nil && fits {
-		err := c.hedged(ctx, t, p, mc, method, req, reply, cc, invoker, opts, n, tr, &d, span)
+		err := c.hedged(ctx, t, cp.m, p, mc, method, req, reply, cc, invoker, opts, n, tr, &d, span)
 		endCall(span, err)
 		return err
 	}
