@@ -75,7 +75,7 @@ func TestUnaryLibraries(t *testing.T) {
 				t.Fatalf("got %v, want UNAVAILABLE", err)
 			}
 			want := int64(maxAttempts)
-			if lib.name == "bare" {
+			if lib.name == "bare" || lib.name == "bare-stats" {
 				want = 1
 			}
 			if got := srv.attempts.Load(); got != want {
