@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -363,5 +364,53 @@ func TestHedgeCommitFirstWins(t *testing.T) {
 	r.outcome[1] <- nil
 	if err := r.result(); err != nil || r.value != 1 {
 		t.Fatalf("Hedge = %d, %v, want attempt 1's value", r.value, err)
+	}
+}
+
+// With the real clock, the timer that starts a call's hedging is kept for
+// the next call once the call stopped it (see starter): on one Hedger,
+// calls that answer before the delay or commit before it, and calls whose
+// hedge fires, in turn, each get a timer of their own. The delay is an
+// hour for the first kind, so that they never hedge, and a millisecond for
+// the second, whose first attempt waits to be cancelled.
+func TestHedgeRealClockTimerReused(t *testing.T) {
+	var delay atomic.Int64
+	h, err := rebound.NewHedger(rebound.HedgingPolicy{MaxAttempts: 2, HedgingDelayFunc: func() time.Duration {
+		return time.Duration(delay.Load())
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		delay.Store(int64(time.Hour))
+		var attempts atomic.Int32
+		v, err := rebound.Hedge(context.Background(), h, func(_ context.Context, n int) (int, error) {
+			attempts.Add(1)
+			return n, nil
+		})
+		if err != nil || v != 1 || attempts.Load() != 1 {
+			t.Fatalf("round %d, quick call: %d, %v after %d attempts; want 1, nil after 1", i, v, err, attempts.Load())
+		}
+		v, err = rebound.Hedge(context.Background(), h, func(ctx context.Context, n int) (int, error) {
+			attempts.Add(1)
+			if !rebound.Commit(ctx) {
+				return 0, errors.New("commit refused")
+			}
+			return n, nil
+		})
+		if err != nil || v != 1 || attempts.Load() != 2 {
+			t.Fatalf("round %d, committed call: %d, %v after %d attempts; want 1, nil after 1", i, v, err, attempts.Load()-1)
+		}
+		delay.Store(int64(time.Millisecond))
+		v, err = rebound.Hedge(context.Background(), h, func(ctx context.Context, n int) (int, error) {
+			if n == 2 {
+				return n, nil
+			}
+			<-ctx.Done()
+			return 0, ctx.Err()
+		})
+		if err != nil || v != 2 {
+			t.Fatalf("round %d, slow call: %d, %v; want the hedge's 2", i, v, err)
+		}
 	}
 }
