@@ -123,7 +123,7 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	case err == nil && u.tr == nil && u.attempts == 1 && cp.m != nil:
 		c.succeeded(cp.m)
 	case u.tr == nil && u.retry != nil:
-		call := u.retry.tally.Call(method, t.uri, false, observe.Reason(err))
+		call := u.tally.Call(method, t.uri, false, observe.Reason(err))
 		if cp.m != nil {
 			c.rec.EndOf(ctx, *c.stats(cp.m), &call)
 		} else {
@@ -212,18 +212,17 @@ type unaryCall struct {
 	timeout    time.Duration     // per attempt, until it commits; 0 for none
 
 	attempts int
-	last     error       // the last attempt's status error
-	sized    bool        // the request has been measured against the buffer limits
-	reserved int         // the bytes of the client's total buffer the request took
-	retry    *retryState // made at the first failure
+	last     error         // the last attempt's status error
+	sized    bool          // the request has been measured against the buffer limits
+	reserved int           // the bytes of the client's total buffer the request took
+	retry    *retryState   // made at the first failure
+	tally    observe.Tally // without metrics, what the attempts did, from the first failure
 }
 
 // retryState is what a call needs once its first attempt has failed, in
-// one allocation where each would take its own: the record of its
-// attempts (without metrics: with them, tr), the first failure's error,
+// one allocation where each would take its own: the first failure's error
 // and the second attempt's context.
 type retryState struct {
-	tally  observe.Tally
 	first  failure
 	second previousCtx
 }
@@ -240,10 +239,13 @@ func (f *failure) Unwrap() error                { return f.err }
 func (f *failure) RetryInfo() rebound.RetryInfo { return f.info }
 
 // attemptMD receives an attempt's header and trailer, and holds the call
-// options of the common case without another allocation.
+// options of the common case without another allocation: two of the
+// caller's (a generated stub's grpc.StaticMethod and one more) and the
+// call's two. Its size is most of what a call that succeeds at once costs,
+// in allocation and garbage collection: every byte is paid on each call.
 type attemptMD struct {
 	header, trailer metadata.MD
-	buf             [6]grpc.CallOption
+	buf             [4]grpc.CallOption
 	dctx            distinct.Context // the call's context, with the backends its attempts used
 }
 
@@ -268,8 +270,12 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	timedOut := err != nil && u.timeout > 0 && (perattempt.TimedOut(ctx, actx) ||
 		status.Code(err) == codes.DeadlineExceeded && perattempt.ServerTimedOut(ctx, actx, u.timeout))
 	cancel()
+	// endAttempt checks as itself, but its RetryInfo argument is a
+	// large copy to make for nothing.
 	if err == nil {
-		endAttempt(as, nil, rebound.RetryInfo{}, false)
+		if as != nil {
+			endAttempt(as, nil, rebound.RetryInfo{}, false)
+		}
 		return struct{}{}, nil
 	}
 	// Headers before the status mean the response had started: A6
@@ -290,17 +296,19 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	if u.md.header != nil {
 		as.Committed(whyHeaders)
 	}
-	endAttempt(as, err, info, false)
+	if as != nil {
+		endAttempt(as, err, info, false)
+	}
 	now := u.c.now()
 	if u.retry != nil {
-		u.failed(now, info, timedOut)
+		u.failed(now, info.HasRetryAfter, timedOut)
 		return struct{}{}, rebound.Mark(err, info)
 	}
 	u.retry = new(retryState)
 	if u.tr == nil {
-		u.retry.tally.Start(time.Time{}) // the first attempt, not noted until now
+		u.tally.Start(time.Time{}) // the first attempt, not noted until now
 	}
-	u.failed(now, info, timedOut)
+	u.failed(now, info.HasRetryAfter, timedOut)
 	u.retry.first = failure{err: err, info: info}
 	return struct{}{}, &u.retry.first
 }
@@ -311,23 +319,24 @@ func (u *unaryCall) start(now time.Time) {
 	if u.tr != nil {
 		u.tr.Start(now)
 	} else {
-		u.retry.tally.Start(now)
+		u.tally.Start(now)
 	}
 }
 
-// failed notes the failure of the latest attempt at now, as start does.
-func (u *unaryCall) failed(now time.Time, info rebound.RetryInfo, timedOut bool) {
+// failed notes the failure of the latest attempt at now, as start does;
+// pushback says it carried a pushback delay.
+func (u *unaryCall) failed(now time.Time, pushback, timedOut bool) {
 	if u.tr != nil {
 		if timedOut {
 			u.tr.TimedOut()
 		}
-		u.tr.Failed(u.attempts, info, now)
+		u.tr.Failed(u.attempts, rebound.RetryInfo{HasRetryAfter: pushback}, now)
 		return
 	}
 	if timedOut {
-		u.retry.tally.TimedOut()
+		u.tally.TimedOut()
 	}
-	u.retry.tally.Failed(u.attempts, info, now)
+	u.tally.Failed(u.attempts, pushback, now)
 }
 
 // buffer takes the request's room in the buffer limits (A6 "Memory

@@ -216,7 +216,9 @@ func (a *attemptCounters) add(attempts, failed int) {
 		return
 	}
 	a.attempts.Add(uint64(attempts))
-	a.failed.Add(uint64(failed))
+	if failed > 0 {
+		a.failed.Add(uint64(failed))
+	}
 	for k := 1; k <= attempts; k++ {
 		a.histogram[Bucket(k)].Add(1)
 	}
@@ -518,7 +520,7 @@ func (t *Tracker) Start(now time.Time) {
 // classification.
 func (t *Tracker) Failed(attempt int, info rebound.RetryInfo, now time.Time) {
 	t.mu.Lock()
-	t.t.Failed(attempt, info, now)
+	t.t.Failed(attempt, info.HasRetryAfter, now)
 	t.mu.Unlock()
 }
 
@@ -586,12 +588,14 @@ func (t *Tally) Start(now time.Time) {
 	t.lastFail, t.lastPushback = time.Time{}, false
 }
 
-// Failed is [Tracker.Failed].
-func (t *Tally) Failed(attempt int, info rebound.RetryInfo, now time.Time) {
+// Failed is [Tracker.Failed], told only whether the failure carried a
+// pushback delay (RetryInfo.HasRetryAfter): a RetryInfo is large, and
+// each copy of one costs.
+func (t *Tally) Failed(attempt int, pushback bool, now time.Time) {
 	if attempt > 1 {
 		t.failed++
 	}
-	t.lastPushback = info.HasRetryAfter
+	t.lastPushback = pushback
 	t.lastFail = now
 }
 
@@ -615,6 +619,11 @@ func (t *Tally) Call(method, target string, hedged bool, reason error) Call {
 func Reason(err error) error {
 	if err == nil {
 		return nil
+	}
+	// The loop's own error first, as errors.As would find it, but
+	// without the allocation that errors.As makes of its target.
+	if re, ok := err.(*rebound.Error); ok {
+		return re.Reason
 	}
 	var re *rebound.Error
 	if errors.As(err, &re) {
