@@ -209,7 +209,7 @@ type retryInfoer interface{ RetryInfo() RetryInfo }
 //     (Smithy: absent a retryable trait, client errors are NO and server
 //     errors MAYBE).
 func Classify(err error) RetryInfo {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || isContextError(err) {
 		return RetryInfo{}
 	}
 	// The outermost error first, as errors.As would, but without its
@@ -229,6 +229,36 @@ func Classify(err error) RetryInfo {
 		return RetryInfo{Safety: SafetyMaybe}
 	}
 	return RetryInfo{}
+}
+
+// isContextError reports errors.Is(err, context.Canceled) ||
+// errors.Is(err, context.DeadlineExceeded), in one walk of err's tree, not
+// one a target: Classify asks on every failure.
+func isContextError(err error) bool {
+	for {
+		// Neither target's type can fail the comparison.
+		if err == context.Canceled || err == context.DeadlineExceeded {
+			return true
+		}
+		if x, ok := err.(interface{ Is(error) bool }); ok && (x.Is(context.Canceled) || x.Is(context.DeadlineExceeded)) {
+			return true
+		}
+		switch x := err.(type) {
+		case interface{ Unwrap() error }:
+			if err = x.Unwrap(); err == nil {
+				return false
+			}
+		case interface{ Unwrap() []error }:
+			for _, e := range x.Unwrap() {
+				if e != nil && isContextError(e) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
 }
 
 // FaultOf returns the fault of the first [ErrorInfo] in err's chain, or

@@ -309,7 +309,7 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 		u.tally.Start(time.Time{}) // the first attempt, not noted until now
 	}
 	u.failed(now, info.HasRetryAfter, timedOut)
-	u.retry.first = failure{err: err, info: info}
+	u.retry.first.err, u.retry.first.info = err, info // not a composite literal: see unary
 	return struct{}{}, &u.retry.first
 }
 
