@@ -44,3 +44,32 @@ func TestClassifyContextErrors(t *testing.T) {
 		})
 	}
 }
+
+// An attempt rejected locally ends the call with ErrThrottled wherever the
+// rejection sits in its error's tree, under both built-in strategies, and
+// is made once.
+func TestDoRejectedLocallyInTree(t *testing.T) {
+	retrier, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 3, Backoff: rebound.Backoff{Initial: 1, Max: 1, Multiplier: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	standard, err := rebound.NewStandard(rebound.WithBackoff(rebound.Backoff{Initial: 1, Max: 1, Multiplier: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry := rebound.RetryInfo{Safety: rebound.SafetyYes}
+	errs := map[string]error{
+		"rate limited":       rebound.Mark(fmt.Errorf("send: %w", rebound.ErrRateLimited), retry),
+		"joined":             rebound.Mark(errors.Join(errors.New("a"), rebound.ErrRejectedLocally), retry),
+		"canceled, rejected": rebound.Mark(fmt.Errorf("%w; %w", context.Canceled, rebound.ErrRejectedLocally), retry),
+	}
+	for _, s := range []rebound.Strategy{retrier, standard} {
+		for name, e := range errs {
+			n := 0
+			err := rebound.Do(context.Background(), s, func(context.Context) error { n++; return e })
+			if n != 1 || !errors.Is(err, rebound.ErrThrottled) {
+				t.Errorf("%T, %s: %d attempts, err %v; want 1 attempt, throttled", s, name, n, err)
+			}
+		}
+	}
+}

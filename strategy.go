@@ -45,8 +45,11 @@ type settings struct {
 	backoff     Backoff
 	budget      Budget
 	classify    Classifier
-	clock       Clock
-	random      Random
+	// classifyDefault says classify is Classify, given by no option:
+	// judge then walks an error once for its rejection and its class.
+	classifyDefault bool
+	clock           Clock
+	random          Random
 }
 
 // WithMaxAttempts sets the maximum number of attempts, the first included.
@@ -84,7 +87,7 @@ func (s *settings) build(opts []Option) error {
 		return err
 	}
 	if s.classify == nil {
-		s.classify = Classify
+		s.classify, s.classifyDefault = Classify, true
 	}
 	if s.clock == nil {
 		s.clock = realClock{}
@@ -93,6 +96,24 @@ func (s *settings) build(opts []Option) error {
 		s.random = globalRandom{}
 	}
 	return nil
+}
+
+// judge reports whether err is an attempt rejected locally
+// ([ErrRejectedLocally]), and otherwise classifies it into *info (a
+// RetryInfo is large: each copy of one costs).
+func (s *settings) judge(err error, info *RetryInfo) (rejected bool) {
+	if !s.classifyDefault || err == nil {
+		if errors.Is(err, ErrRejectedLocally) {
+			return true
+		}
+		*info = s.classify(err)
+		return false
+	}
+	rejected, ctxErr := errKinds(err)
+	if !rejected {
+		*info = classifyWalked(err, ctxErr)
+	}
+	return rejected
 }
 
 // token is the Token of both built-in strategies.
@@ -184,12 +205,12 @@ func (st *Standard) advance(ctx context.Context, tk *token, err error) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	if errors.Is(err, ErrRejectedLocally) {
+	var info RetryInfo
+	if st.s.judge(err, &info) {
 		// The attempt never left: there is nothing to retry, and the
 		// throttle has already counted it.
 		return ErrThrottled
 	}
-	info := st.s.classify(err)
 	if (info.Safety != SafetyNo || info.ServerStop) && st.s.budget != nil && !info.Local {
 		st.s.budget.RecordFailure()
 	}
@@ -331,10 +352,10 @@ func (p *Retrier) advance(ctx context.Context, tk *token, err error) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	if errors.Is(err, ErrRejectedLocally) {
+	var info RetryInfo
+	if p.s.judge(err, &info) {
 		return ErrThrottled
 	}
-	info := p.s.classify(err)
 	qualifies := info.Safety == SafetyYes || info.ServerStop
 	if qualifies && p.s.budget != nil && !info.Local {
 		p.s.budget.RecordFailure()
