@@ -220,14 +220,14 @@ type unaryCall struct {
 }
 
 // retryState is what a call needs once its first attempt has failed, in
-// one allocation where each would take its own: the first failure's error
-// and the second attempt's context.
+// one allocation where each would take its own: the first failure and the
+// second attempt's context.
 type retryState struct {
 	first  failure
 	second previousCtx
 }
 
-// failure is an attempt's error with its classification, which
+// failure is a failed attempt's error with its classification, which
 // rebound.Classify finds as it finds rebound.Mark's.
 type failure struct {
 	err  error
@@ -284,33 +284,35 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	if !committed && !u.sized {
 		committed = !u.buffer()
 	}
-	var info rebound.RetryInfo
+	// The failure is classified where the loop will read it: the first
+	// in the call's retry state, made now, a later one in its own.
+	first := u.retry == nil
+	var f *failure
+	if first {
+		u.retry = new(retryState)
+		f = &u.retry.first
+	} else {
+		f = new(failure)
+	}
 	if timedOut {
-		err, info = newTimeoutError(u.timeout), perattempt.Info(committed)
+		err, f.info = newTimeoutError(u.timeout), perattempt.Info(committed)
 		v.Release() // no classifier judged the answer, if one came
 	} else {
 		retryable := u.codes.Has(serviceconfig.Code(status.Code(err)))
-		info = u.c.opts.verdict(v, u.method, a6.Info(retryable, u.md.trailer[a6.PushbackHeader], committed), err, u.md.header, u.md.trailer)
+		f.info = u.c.opts.verdict(v, u.method, a6.Info(retryable, u.md.trailer[a6.PushbackHeader], committed), err, u.md.header, u.md.trailer)
 	}
-	u.last = err
+	f.err, u.last = err, err
 	if u.md.header != nil {
 		as.Committed(whyHeaders)
 	}
 	if as != nil {
-		endAttempt(as, err, info, false)
+		endAttempt(as, err, f.info, false)
 	}
-	now := u.c.now()
-	if u.retry != nil {
-		u.failed(now, info.HasRetryAfter, timedOut)
-		return struct{}{}, rebound.Mark(err, info)
-	}
-	u.retry = new(retryState)
-	if u.tr == nil {
+	if first && u.tr == nil {
 		u.tally.Start(time.Time{}) // the first attempt, not noted until now
 	}
-	u.failed(now, info.HasRetryAfter, timedOut)
-	u.retry.first.err, u.retry.first.info = err, info // not a composite literal: see unary
-	return struct{}{}, &u.retry.first
+	u.failed(u.c.now(), f.info.HasRetryAfter, timedOut)
+	return struct{}{}, f
 }
 
 // start notes the start of a retry at now: on the tracker with metrics
