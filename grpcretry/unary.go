@@ -364,9 +364,15 @@ func (u *unaryCall) result(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	var re *rebound.Error
-	if !errors.As(err, &re) {
-		return err
+	// The loop's own error first, without the allocation errors.As
+	// makes of its target.
+	re, ok := err.(*rebound.Error)
+	if !ok {
+		var wrapped *rebound.Error
+		if !errors.As(err, &wrapped) {
+			return err
+		}
+		re = wrapped
 	}
 	last := u.last
 	if last == nil || ctx.Err() != nil && re.Reason == context.Cause(ctx) {
