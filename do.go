@@ -59,6 +59,12 @@ func doValue[T any](ctx context.Context, c *Call[T], s Strategy, op func(context
 		tok      Token
 		last     error // the last attempt's error; nil before the first
 		attempts int
+		// direct says s is a built-in strategy itself (not a wrapper
+		// that acts around RefreshToken): then its token is cur, on
+		// this stack, advanced in place, and tok is unused. A retry
+		// makes no token on the heap.
+		direct bool
+		cur    token
 	)
 	// A call budget counts the call, and each retry it admitted until
 	// that retry's attempt (or the wait before it) ends.
@@ -67,14 +73,10 @@ func doValue[T any](ctx context.Context, c *Call[T], s Strategy, op func(context
 		cb.StartCall()
 		defer cb.EndCall()
 	}
-	// direct is s when it is a built-in strategy itself (not a wrapper
-	// that acts around RefreshToken): its first token is never made.
-	var direct deferredToken
 	if f := deferred(s); f != nil {
 		// The built-in strategies' initial token has no delay and cannot
 		// be refused, so the first attempt runs before it is made: a call
-		// that succeeds at once costs no token, and one that fails is
-		// refreshed from a token on the stack (refreshFirst).
+		// that succeeds at once costs no token.
 		attempts = 1
 		v, err := op(ctx)
 		if err == nil {
@@ -83,7 +85,7 @@ func doValue[T any](ctx context.Context, c *Call[T], s Strategy, op func(context
 		}
 		last = err
 		if any(f) == any(s) {
-			direct = f
+			direct, cur = true, token{owner: s, attempt: 1}
 		} else {
 			tok = f.firstToken()
 		}
@@ -98,30 +100,26 @@ func doValue[T any](ctx context.Context, c *Call[T], s Strategy, op func(context
 			if ctx.Err() != nil {
 				return zero, c.gaveUp(last, context.Cause(ctx), attempts)
 			}
-			var (
-				next Token
-				rerr error
-			)
-			if tok == nil {
-				// Only after a built-in strategy's first attempt.
-				next, rerr = direct.refreshFirst(ctx, last)
+			var rerr error
+			if direct {
+				rerr = advance(s, ctx, &cur, last)
 			} else {
-				next, rerr = s.RefreshToken(ctx, tok, last)
+				var next Token
+				if next, rerr = s.RefreshToken(ctx, tok, last); rerr == nil && next == nil {
+					rerr = errInvalidToken
+				}
+				tok = next
 			}
 			if rerr != nil {
 				return zero, c.gaveUp(last, rerr, attempts)
 			}
-			if next == nil {
-				return zero, c.gaveUp(last, errInvalidToken, attempts)
-			}
 			if c.OnRetry != nil {
-				c.OnRetry(attempts, last, next.Delay())
+				c.OnRetry(attempts, last, delayOf(direct, &cur, tok))
 			}
-			tok = next
 		}
-		if d := tok.Delay(); d > 0 {
+		if d := delayOf(direct, &cur, tok); d > 0 {
 			if werr := wait(ctx, clockOf(s), d); werr != nil {
-				if cb != nil && paid(tok) {
+				if cb != nil && paidOf(direct, &cur, tok) {
 					cb.EndRetry()
 				}
 				return zero, c.gaveUp(last, werr, attempts)
@@ -129,13 +127,17 @@ func doValue[T any](ctx context.Context, c *Call[T], s Strategy, op func(context
 		}
 		attempts++
 		v, err := op(ctx)
-		if cb != nil && paid(tok) {
+		if cb != nil && paidOf(direct, &cur, tok) {
 			cb.EndRetry()
 		}
 		if err == nil {
 			// The attempt succeeded; a strategy that rejects its own token
 			// cannot change that.
-			_ = s.RecordSuccess(tok)
+			if direct {
+				recordDirectSuccess(s, &cur)
+			} else {
+				_ = s.RecordSuccess(tok)
+			}
 			return v, nil
 		}
 		last = err
@@ -148,9 +150,48 @@ func doValue[T any](ctx context.Context, c *Call[T], s Strategy, op func(context
 type deferredToken interface {
 	firstToken() Token
 	recordFirstSuccess()
-	// refreshFirst is RefreshToken of the first token, made on the
-	// stack: no one else ever holds it.
-	refreshFirst(ctx context.Context, err error) (Token, error)
+}
+
+// advance is RefreshToken of a built-in strategy s for its token tk on
+// DoValue's stack, made the next token in place. The calls are static, so
+// that tk stays on the stack.
+func advance(s Strategy, ctx context.Context, tk *token, err error) error {
+	switch st := s.(type) {
+	case *Retrier:
+		return st.advance(ctx, tk, err)
+	case *Standard:
+		return st.advance(ctx, tk, err)
+	}
+	return errInvalidToken
+}
+
+// recordDirectSuccess is RecordSuccess of a built-in strategy s for its
+// token tk on DoValue's stack.
+func recordDirectSuccess(s Strategy, tk *token) {
+	switch st := s.(type) {
+	case *Retrier:
+		recordSuccess(st.s.budget, tk)
+	case *Standard:
+		recordSuccess(st.s.budget, tk)
+	}
+}
+
+// delayOf returns the delay of the loop's current token: cur when direct,
+// else tok.
+func delayOf(direct bool, cur *token, tok Token) time.Duration {
+	if direct {
+		return cur.delay
+	}
+	return tok.Delay()
+}
+
+// paidOf reports whether the loop's current token admits a retry the
+// budget paid for.
+func paidOf(direct bool, cur *token, tok Token) bool {
+	if direct {
+		return cur.paid
+	}
+	return paid(tok)
 }
 
 // deferred returns s as a deferredToken when it is exactly one of the

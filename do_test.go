@@ -393,3 +393,35 @@ func TestDoCallsOverriddenInitialToken(t *testing.T) {
 		t.Fatalf("AcquireInitialToken called %d times, want 1", c.acquired)
 	}
 }
+
+// A call that a built-in strategy retries once allocates nothing in the
+// loop: the first attempt runs before any token is made, and the retry's
+// token lives on DoValue's stack.
+func TestDoRetryAllocatesNothing(t *testing.T) {
+	retrier, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 3, Backoff: rebound.Backoff{Initial: 1, Max: 1, Multiplier: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	standard, err := rebound.NewStandard(rebound.WithBackoff(rebound.Backoff{Initial: 1, Max: 1, Multiplier: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail := rebound.Retryable(errFlaky)
+	for _, s := range []rebound.Strategy{retrier, standard} {
+		n := 0
+		op := func(context.Context) error {
+			if n++; n%2 == 1 {
+				return fail
+			}
+			return nil
+		}
+		allocs := testing.AllocsPerRun(100, func() {
+			if err := rebound.Do(context.Background(), s, op); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if n != 202 || allocs != 0 {
+			t.Errorf("%T: %d attempts for 101 calls (want 202), %v allocations a call (want 0)", s, n, allocs)
+		}
+	}
+}

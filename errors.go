@@ -209,7 +209,17 @@ type retryInfoer interface{ RetryInfo() RetryInfo }
 //     (Smithy: absent a retryable trait, client errors are NO and server
 //     errors MAYBE).
 func Classify(err error) RetryInfo {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil {
+		return RetryInfo{}
+	}
+	_, ctxErr := errKinds(err)
+	return classifyWalked(err, ctxErr)
+}
+
+// classifyWalked is Classify of a non-nil err whose tree errKinds has
+// walked.
+func classifyWalked(err error, ctxErr bool) RetryInfo {
+	if ctxErr {
 		return RetryInfo{}
 	}
 	// The outermost error first, as errors.As would, but without its
@@ -229,6 +239,35 @@ func Classify(err error) RetryInfo {
 		return RetryInfo{Safety: SafetyMaybe}
 	}
 	return RetryInfo{}
+}
+
+// errKinds reports what errors.Is(err, target) says of ErrRejectedLocally
+// (rejected) and of context.Canceled or context.DeadlineExceeded (ctxErr),
+// from one walk of err's tree rather than one a target: a built-in
+// strategy asks all three of every failure.
+func errKinds(err error) (rejected, ctxErr bool) {
+	for err != nil {
+		// No target's type can fail the comparison.
+		rejected = rejected || err == ErrRejectedLocally
+		ctxErr = ctxErr || err == context.Canceled || err == context.DeadlineExceeded
+		if x, ok := err.(interface{ Is(error) bool }); ok {
+			rejected = rejected || x.Is(ErrRejectedLocally)
+			ctxErr = ctxErr || x.Is(context.Canceled) || x.Is(context.DeadlineExceeded)
+		}
+		switch x := err.(type) {
+		case interface{ Unwrap() error }:
+			err = x.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range x.Unwrap() {
+				r, c := errKinds(e)
+				rejected, ctxErr = rejected || r, ctxErr || c
+			}
+			return rejected, ctxErr
+		default:
+			return rejected, ctxErr
+		}
+	}
+	return rejected, ctxErr
 }
 
 // FaultOf returns the fault of the first [ErrorInfo] in err's chain, or

@@ -45,8 +45,11 @@ type settings struct {
 	backoff     Backoff
 	budget      Budget
 	classify    Classifier
-	clock       Clock
-	random      Random
+	// classifyDefault says classify is Classify, given by no option:
+	// judge then walks an error once for its rejection and its class.
+	classifyDefault bool
+	clock           Clock
+	random          Random
 }
 
 // WithMaxAttempts sets the maximum number of attempts, the first included.
@@ -84,7 +87,7 @@ func (s *settings) build(opts []Option) error {
 		return err
 	}
 	if s.classify == nil {
-		s.classify = Classify
+		s.classify, s.classifyDefault = Classify, true
 	}
 	if s.clock == nil {
 		s.clock = realClock{}
@@ -93,6 +96,24 @@ func (s *settings) build(opts []Option) error {
 		s.random = globalRandom{}
 	}
 	return nil
+}
+
+// judge reports whether err is an attempt rejected locally
+// ([ErrRejectedLocally]), and otherwise classifies it into *info (a
+// RetryInfo is large: each copy of one costs).
+func (s *settings) judge(err error, info *RetryInfo) (rejected bool) {
+	if !s.classifyDefault || err == nil {
+		if errors.Is(err, ErrRejectedLocally) {
+			return true
+		}
+		*info = s.classify(err)
+		return false
+	}
+	rejected, ctxErr := errKinds(err)
+	if !rejected {
+		*info = classifyWalked(err, ctxErr)
+	}
+	return rejected
 }
 
 // token is the Token of both built-in strategies.
@@ -170,35 +191,41 @@ func (st *Standard) RefreshToken(ctx context.Context, t Token, err error) (Token
 	if cerr != nil {
 		return nil, cerr
 	}
-	return st.refresh(ctx, tk, err)
+	next := &token{owner: st, attempt: tk.attempt, classes: tk.classes}
+	if err := st.advance(ctx, next, err); err != nil {
+		return nil, err
+	}
+	return next, nil
 }
 
-// refresh is RefreshToken after tk is claimed.
-func (st *Standard) refresh(ctx context.Context, tk *token, err error) (Token, error) {
+// advance is RefreshToken after the token is claimed: it makes *tk the
+// next token in place, or leaves it be and returns why not. [DoValue]
+// keeps a built-in strategy's token on its stack this way.
+func (st *Standard) advance(ctx context.Context, tk *token, err error) error {
 	if ctx.Err() != nil {
-		return nil, context.Cause(ctx)
+		return context.Cause(ctx)
 	}
-	if errors.Is(err, ErrRejectedLocally) {
+	var info RetryInfo
+	if st.s.judge(err, &info) {
 		// The attempt never left: there is nothing to retry, and the
 		// throttle has already counted it.
-		return nil, ErrThrottled
+		return ErrThrottled
 	}
-	info := st.s.classify(err)
 	if (info.Safety != SafetyNo || info.ServerStop) && st.s.budget != nil && !info.Local {
 		st.s.budget.RecordFailure()
 	}
 	classes, classDone := classLimited(tk.classes, info)
 	switch {
 	case info.ServerStop:
-		return nil, ErrPushback
+		return ErrPushback
 	case info.Committed:
-		return nil, ErrCommitted
+		return ErrCommitted
 	case info.Safety == SafetyNo:
-		return nil, ErrNotRetryable
+		return ErrNotRetryable
 	case info.Stop != nil:
-		return nil, info.Stop
+		return info.Stop
 	case int(tk.attempt) >= st.s.maxAttempts, classDone:
-		return nil, ErrAttemptsExhausted
+		return ErrAttemptsExhausted
 	}
 	// A retry-after hint is a floor under the backoff; a server's
 	// MinDelay too, unless a retry-after hint came with it.
@@ -208,16 +235,18 @@ func (st *Standard) refresh(ctx context.Context, tk *token, err error) (Token, e
 	}
 	delay := max(backoffFor(st.s.backoff, info).Delay(int(tk.attempt), st.s.random.Float64()), floor)
 	if beyondDeadline(ctx, st.s.clock, delay) {
-		return nil, ErrDeadline
+		return ErrDeadline
 	}
-	next := &token{owner: st, attempt: tk.attempt + 1, delay: delay, classes: classes}
+	paid := false
 	if st.s.budget != nil && !info.Local {
 		if !st.s.budget.Allow(info.Timeout) {
-			return nil, ErrThrottled
+			return ErrThrottled
 		}
-		next.paid, next.timeout = true, info.Timeout
+		paid = true
 	}
-	return next, nil
+	tk.attempt, tk.delay, tk.classes = tk.attempt+1, delay, classes
+	tk.paid, tk.timeout = paid, paid && info.Timeout
+	return nil
 }
 
 // RecordSuccess refills the budget: a retry's success through
@@ -256,11 +285,6 @@ func (st *Standard) Clock() Clock { return st.s.clock }
 func (st *Standard) Budget() Budget { return st.s.budget }
 
 func (st *Standard) firstToken() Token { return &token{owner: st, attempt: 1} }
-
-func (st *Standard) refreshFirst(ctx context.Context, err error) (Token, error) {
-	first := token{owner: st, attempt: 1}
-	return st.refresh(ctx, &first, err)
-}
 
 func (st *Standard) recordFirstSuccess() {
 	if st.s.budget != nil {
@@ -315,18 +339,23 @@ func (p *Retrier) RefreshToken(ctx context.Context, t Token, err error) (Token, 
 	if cerr != nil {
 		return nil, cerr
 	}
-	return p.refresh(ctx, tk, err)
+	next := &token{owner: p, attempt: tk.attempt, retry: tk.retry, classes: tk.classes}
+	if err := p.advance(ctx, next, err); err != nil {
+		return nil, err
+	}
+	return next, nil
 }
 
-// refresh is RefreshToken after tk is claimed.
-func (p *Retrier) refresh(ctx context.Context, tk *token, err error) (Token, error) {
+// advance is RefreshToken after the token is claimed, in place (see
+// [Standard.advance]).
+func (p *Retrier) advance(ctx context.Context, tk *token, err error) error {
 	if ctx.Err() != nil {
-		return nil, context.Cause(ctx)
+		return context.Cause(ctx)
 	}
-	if errors.Is(err, ErrRejectedLocally) {
-		return nil, ErrThrottled
+	var info RetryInfo
+	if p.s.judge(err, &info) {
+		return ErrThrottled
 	}
-	info := p.s.classify(err)
 	qualifies := info.Safety == SafetyYes || info.ServerStop
 	if qualifies && p.s.budget != nil && !info.Local {
 		p.s.budget.RecordFailure()
@@ -334,35 +363,41 @@ func (p *Retrier) refresh(ctx context.Context, tk *token, err error) (Token, err
 	classes, classDone := classLimited(tk.classes, info)
 	switch {
 	case info.ServerStop:
-		return nil, ErrPushback
+		return ErrPushback
 	case info.Committed:
-		return nil, ErrCommitted
+		return ErrCommitted
 	case info.Safety != SafetyYes:
-		return nil, ErrNotRetryable
+		return ErrNotRetryable
 	case info.Stop != nil:
-		return nil, info.Stop
+		return info.Stop
 	case int(tk.attempt) >= p.s.maxAttempts, classDone:
-		return nil, ErrAttemptsExhausted
+		return ErrAttemptsExhausted
 	}
-	next := &token{owner: p, attempt: tk.attempt + 1, classes: classes}
+	var (
+		retry int32 // a pushback resets the exponent
+		delay time.Duration
+	)
 	if info.HasRetryAfter {
-		next.delay = info.RetryAfter
+		delay = info.RetryAfter
 	} else {
 		// A server's RetryInfo is a floor under the backoff, and leaves
 		// the exponent alone: unlike pushback, it is advice.
-		next.retry = tk.retry + 1
-		next.delay = max(backoffFor(p.s.backoff, info).Delay(int(next.retry), p.s.random.Float64()), info.MinDelay)
+		retry = tk.retry + 1
+		delay = max(backoffFor(p.s.backoff, info).Delay(int(retry), p.s.random.Float64()), info.MinDelay)
 	}
-	if beyondDeadline(ctx, p.s.clock, next.delay) {
-		return nil, ErrDeadline
+	if beyondDeadline(ctx, p.s.clock, delay) {
+		return ErrDeadline
 	}
+	paid := false
 	if p.s.budget != nil && !info.Local {
 		if !p.s.budget.Allow(info.Timeout) {
-			return nil, ErrThrottled
+			return ErrThrottled
 		}
-		next.paid, next.timeout = true, info.Timeout
+		paid = true
 	}
-	return next, nil
+	tk.attempt, tk.retry, tk.delay, tk.classes = tk.attempt+1, retry, delay, classes
+	tk.paid, tk.timeout = paid, paid && info.Timeout
+	return nil
 }
 
 // RecordSuccess credits the budget, as [Standard.RecordSuccess] does.
@@ -383,11 +418,6 @@ func (p *Retrier) Clock() Clock { return p.s.clock }
 func (p *Retrier) Budget() Budget { return p.s.budget }
 
 func (p *Retrier) firstToken() Token { return &token{owner: p, attempt: 1} }
-
-func (p *Retrier) refreshFirst(ctx context.Context, err error) (Token, error) {
-	first := token{owner: p, attempt: 1}
-	return p.refresh(ctx, &first, err)
-}
 
 func (p *Retrier) recordFirstSuccess() {
 	if p.s.budget != nil {

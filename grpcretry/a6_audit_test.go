@@ -478,15 +478,25 @@ func TestBufferLimitsOneMessageCalls(t *testing.T) {
 	}
 }
 
-// The whole-client limit counts the requests of the calls in flight.
+// The whole-client limit counts the requests of the retried calls in
+// flight from their first failure until they end: a call whose first
+// attempt is still in flight holds no room, one waiting on its retry does.
 func TestBufferLimitTotalReleased(t *testing.T) {
-	hold := make(chan struct{})
-	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(_ context.Context, _ int, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-		if string(req.GetPayload().GetBody()[:4]) == "hold" {
-			<-hold
+	holdFirst, holdRetry := make(chan struct{}), make(chan struct{})
+	unavailable := status.Error(codes.Unavailable, "down")
+	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(ctx context.Context, _ int, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		switch string(req.GetPayload().GetBody()[:4]) {
+		case "hld1": // held on its first attempt
+			<-holdFirst
+			return &testpb.SimpleResponse{}, nil
+		case "hld2": // fails once, then held on its retry
+			if grpcretry.PreviousAttempts(ctx) == 0 {
+				return nil, unavailable
+			}
+			<-holdRetry
 			return &testpb.SimpleResponse{}, nil
 		}
-		return nil, status.Error(codes.Unavailable, "down")
+		return nil, unavailable
 	}})
 	c, err := grpcretry.New(retryConfig(t, 2, `"UNAVAILABLE"`, ""), grpcretry.WithClock(clocktest.NewAuto()), grpcretry.WithBufferLimits(10<<10, 8<<10))
 	if err != nil {
@@ -494,25 +504,34 @@ func TestBufferLimitTotalReleased(t *testing.T) {
 	}
 	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
 	body := strings.Repeat("x", 6<<10)
-	held := make(chan error, 1)
-	go func() {
-		_, err := tc.UnaryCall(context.Background(), grpctest.Request("hold"+body))
-		held <- err
-	}()
-	waitFor(t, func() bool { return srv.Count(grpctest.UnaryCall) == 1 })
-	// 6 KiB are held: another 6 KiB do not fit the 10 KiB total.
-	_, err = tc.UnaryCall(context.Background(), grpctest.Request("fail"+body))
-	if !errors.Is(err, rebound.ErrCommitted) || srv.Count(grpctest.UnaryCall) != 2 {
-		t.Fatalf("while 6 KiB are held: err = %v after %d attempts in all, want committed after 1", err, srv.Count(grpctest.UnaryCall)-1)
+	call := func(prefix string) error {
+		_, err := tc.UnaryCall(context.Background(), grpctest.Request(prefix+body))
+		return err
 	}
-	close(hold)
+	held := make(chan error, 1)
+	go func() { held <- call("hld1") }()
+	waitFor(t, func() bool { return srv.Count(grpctest.UnaryCall) == 1 })
+	// 6 KiB in a first attempt hold no room: another 6 KiB are retried.
+	if err := call("fail"); !errors.Is(err, rebound.ErrAttemptsExhausted) || srv.Count(grpctest.UnaryCall) != 3 {
+		t.Fatalf("while a first attempt is in flight: err = %v, %d attempts in all; want attempts exhausted after 2", err, srv.Count(grpctest.UnaryCall)-1)
+	}
+	close(holdFirst)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	go func() { held <- call("hld2") }()
+	waitFor(t, func() bool { return srv.Count(grpctest.UnaryCall) == 5 })
+	// 6 KiB are held for a retry: another 6 KiB do not fit the 10 KiB total.
+	if err := call("fail"); !errors.Is(err, rebound.ErrCommitted) || srv.Count(grpctest.UnaryCall) != 6 {
+		t.Fatalf("while 6 KiB wait on a retry: err = %v, %d attempts; want committed after 1", err, srv.Count(grpctest.UnaryCall)-5)
+	}
+	close(holdRetry)
 	if err := <-held; err != nil {
 		t.Fatal(err)
 	}
 	// Released: the same request is retried now.
-	_, err = tc.UnaryCall(context.Background(), grpctest.Request("fail"+body))
-	if !errors.Is(err, rebound.ErrAttemptsExhausted) || srv.Count(grpctest.UnaryCall) != 4 {
-		t.Fatalf("after release: err = %v, %d attempts in all; want attempts exhausted after 4", err, srv.Count(grpctest.UnaryCall))
+	if err := call("fail"); !errors.Is(err, rebound.ErrAttemptsExhausted) || srv.Count(grpctest.UnaryCall) != 8 {
+		t.Fatalf("after release: err = %v, %d attempts; want attempts exhausted after 2", err, srv.Count(grpctest.UnaryCall)-6)
 	}
 }
 

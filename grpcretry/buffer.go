@@ -181,9 +181,11 @@ func (b *buffer) freeBefore(i int) int {
 
 // A unary or server-streaming call keeps nothing: the application's one
 // request message stays in the call's hands until the call ends. Its
-// encoded size still counts against both buffer limits while the call
-// runs, as A6 asks, so that the limits bound what retries hold on to: a
-// request that does not fit is sent once and not retried or hedged.
+// encoded size still counts against both buffer limits, as A6 asks, so
+// that the limits bound what retries hold on to: a request that does not
+// fit is sent once and not retried or hedged. A hedged call and a server
+// stream count it from the start; a retried unary call from its first
+// failure, when a retry first needs it (see unaryCall.buffer).
 
 // reserve takes n bytes of the client's total buffer, if they are free.
 func (c *Client) reserve(n int) bool {

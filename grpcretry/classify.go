@@ -63,7 +63,7 @@ func WithClassifier(f func(Failure, rebound.RetryInfo) rebound.RetryInfo) Option
 // settles the attempt's answer to the rate limit, held in v (nil when the
 // client has no rate limit, or the attempt did not wait for the verdict).
 func (o *options) verdict(v *ratelimit.Verdict, method string, info rebound.RetryInfo, err error, header, trailer metadata.MD) rebound.RetryInfo {
-	info = hinted(o.Hints, info, err)
+	hinted(o.Hints, &info, err)
 	if o.classify == nil {
 		return info
 	}

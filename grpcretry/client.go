@@ -43,6 +43,7 @@ type Client struct {
 	rec    *observe.Recorder // statistics, metrics and decision logs
 	tracer *observe.Tracer   // nil without WithTracerProvider
 	clock  rebound.Clock     // the options' clock, or the real one
+	epoch  time.Time         // with the real clock, the base of now's readings
 }
 
 // target is the retry state of one ClientConn under one service config.
@@ -101,7 +102,11 @@ func New(cfg *serviceconfig.Config, opts ...Option) (*Client, error) {
 		clock = rebound.RealClock()
 	}
 	tracer := observe.NewTracer(o.TracerProvider, "github.com/rebound-go/rebound/grpcretry", observe.SystemGRPC)
-	return &Client{cfg: cfg, opts: o, rec: rec, tracer: tracer, clock: clock}, nil
+	c := &Client{cfg: cfg, opts: o, rec: rec, tracer: tracer, clock: clock}
+	if o.Clock == nil {
+		c.epoch = time.Now()
+	}
+	return c, nil
 }
 
 // Stats returns a snapshot of the retry statistics of every method that a

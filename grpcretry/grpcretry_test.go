@@ -419,6 +419,44 @@ func TestPreviousAttemptsOnServer(t *testing.T) {
 	}
 }
 
+// Each retry's context is the caller's, with grpc-previous-rpc-attempts
+// added to the caller's own outgoing metadata, if any: an interceptor
+// inside rebound's sees the caller's values and headers on every attempt.
+func TestRetryContextKeepsCallersValues(t *testing.T) {
+	type key struct{}
+	type seen struct {
+		value    any
+		user     []string
+		previous []string
+	}
+	for _, withMD := range []bool{false, true} {
+		srv := grpctest.Start(t, failFirst(2, codes.Unavailable))
+		c, err := grpcretry.New(retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithClock(clocktest.NewAuto()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []seen
+		inner := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			md, _ := metadata.FromOutgoingContext(ctx)
+			got = append(got, seen{ctx.Value(key{}), md["x-user"], md["grpc-previous-rpc-attempts"]})
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		tc := testpb.NewTestServiceClient(srv.Dial(t, append(c.DialOptions(), grpc.WithChainUnaryInterceptor(inner))...))
+		ctx := context.WithValue(context.Background(), key{}, "v")
+		var user []string
+		if withMD {
+			ctx, user = metadata.AppendToOutgoingContext(ctx, "x-user", "u"), []string{"u"}
+		}
+		if _, err := tc.UnaryCall(ctx, grpctest.Request("x")); err != nil {
+			t.Fatal(err)
+		}
+		want := []seen{{"v", user, nil}, {"v", user, []string{"1"}}, {"v", user, []string{"2"}}}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("outgoing metadata %v: attempts saw %v, want %v", withMD, got, want)
+		}
+	}
+}
+
 func TestInvalidOptions(t *testing.T) {
 	for name, opt := range map[string]grpcretry.Option{
 		"max attempts 0":   grpcretry.WithMaxAttempts(0),

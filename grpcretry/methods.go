@@ -17,7 +17,7 @@ type methodEntry struct {
 	mc      *serviceconfig.MethodConfig
 	timeout time.Duration
 	policy  *policyEntry                   // nil unless mc retries or hedges and c is enabled
-	stats   atomic.Pointer[observe.Method] // made at the first call that succeeds at once
+	stats   atomic.Pointer[observe.Method] // made at the first call that ends
 }
 
 // maxMethods bounds the entries one target keeps: a conn that calls more
@@ -58,12 +58,15 @@ func (c *Client) newMethodEntry(t *target, name string) *methodEntry {
 
 // succeeded records a call of m that succeeded at its first attempt, with
 // nothing else to tell: what [Client.record] records for it.
-func (c *Client) succeeded(m *methodEntry) {
+func (c *Client) succeeded(m *methodEntry) { c.stats(m).Succeeded() }
+
+// stats returns the handle of m's statistics.
+func (c *Client) stats(m *methodEntry) *observe.Method {
 	s := m.stats.Load()
 	if s == nil {
 		h := c.rec.Method(m.name)
 		s = &h
 		m.stats.Store(s)
 	}
-	s.Succeeded()
+	return s
 }

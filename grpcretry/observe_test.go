@@ -222,3 +222,30 @@ func TestStatsOf(t *testing.T) {
 		t.Fatalf("a conn without rebound has stats %v", other)
 	}
 }
+
+// With the real clock, the retry delay is the wall time between the
+// failure and the retry: at least the backoff the call waited (a timer
+// never fires early), at most the whole call.
+func TestStatsRetryDelayRealClock(t *testing.T) {
+	srv := grpctest.Start(t, failFirst(1, codes.Unavailable))
+	cfg, err := serviceconfig.Parse([]byte(fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],"retryPolicy":{
+		"maxAttempts":2,"initialBackoff":"0.02s","maxBackoff":"0.02s","backoffMultiplier":1,
+		"retryableStatusCodes":["UNAVAILABLE"]}}]}`, grpctest.Service)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Jitter 0.5 of 20ms: the call waits 10ms.
+	c, err := grpcretry.New(cfg, grpcretry.WithRandom(clocktest.NewRand(0.5)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+	start := time.Now()
+	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x")); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if d := c.Stats()[unaryName].RetryDelay; d < 10*time.Millisecond || d > took {
+		t.Fatalf("retry delay %v, want at least the 10ms backoff and at most the call's %v", d, took)
+	}
+}

@@ -52,8 +52,11 @@ func WithMaxAttempts(n int) Option {
 // (per_rpc_buffer_limit_in_bytes). A call whose messages do not fit is
 // committed: it goes on, but is not retried or hedged. A unary or
 // server-streaming call counts its request's encoded size (proto.Size, or
-// the call's codec for other messages) against both limits until it ends;
-// a client or bidirectional stream counts each message it keeps until it
+// the call's codec for other messages) against both limits until it ends:
+// a hedged call and a server stream from the start, a retried unary call
+// from its first failed attempt, as until then no retry holds on to the
+// request (and a call that succeeds at once need not measure it); a
+// client or bidirectional stream counts each message it keeps until it
 // commits. Defaults: 16 MiB and 1 MiB. Both must be > 0 and perRPC <= total.
 func WithBufferLimits(total, perRPC int) Option {
 	return optionFunc(func(o *options) {

@@ -51,12 +51,12 @@ func WithRetryInfoRequired(cs ...codes.Code) Option {
 	})
 }
 
-// hinted adds the google.rpc.RetryInfo of err's status to info (see
+// hinted adds the google.rpc.RetryInfo of err's status to *info (see
 // a6.Hints.Apply).
-func hinted(h a6.Hints, info rebound.RetryInfo, err error) rebound.RetryInfo {
+func hinted(h a6.Hints, info *rebound.RetryInfo, err error) {
 	st, _ := status.FromError(err)
 	d, has := retryDelay(st)
-	return h.Apply(info, serviceconfig.Code(st.Code()), d, has)
+	h.ApplyTo(info, serviceconfig.Code(st.Code()), d, has)
 }
 
 // retryDelay returns the delay of the first google.rpc.RetryInfo in st's

@@ -67,34 +67,43 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	if p.err != nil {
 		return status.Error(codes.Internal, "grpcretry: "+method+": "+p.err.Error())
 	}
-	d := c.rec.Decisions(ctx, method, t.uri)
+	var d observe.Decisions
+	d.Reset(c.rec, ctx, method, t.uri)
 	ctx, tr := c.callTracker(ctx)
 	ctx, span := c.startCall(ctx, method, t)
-	// A6 "Memory Management": a request that does not fit the buffer is
-	// sent once, committed from the start.
-	size, fits := c.reserveRequest(req, opts)
-	defer c.release(size)
-	if p.hedge != nil && fits {
-		err := c.hedged(ctx, t, cp.m, p, mc, method, req, reply, cc, invoker, opts, n, tr, &d, span)
-		endCall(span, err)
-		return err
-	}
-	if !fits {
-		span.Committed(1, whyTooLarge)
-	}
 	var (
-		strategy *rebound.Retrier
-		codes    serviceconfig.CodeSet
-		timeout  time.Duration
+		strategy   *rebound.Retrier
+		codes      serviceconfig.CodeSet
+		timeout    time.Duration
+		unbuffered bool
 	)
 	if p.hedge != nil {
-		strategy, codes = p.once, mc.HedgingPolicy.NonFatalStatusCodes
+		// A6 "Memory Management": hedges go while the first attempt is
+		// in flight, so the request takes its room in the buffer from
+		// the start; one that does not fit is sent once, committed.
+		size, fits := c.reserveRequest(req, opts)
+		defer c.release(size)
+		if fits {
+			err := c.hedged(ctx, t, cp.m, p, mc, method, req, reply, cc, invoker, opts, n, tr, &d, span)
+			endCall(span, err)
+			return err
+		}
+		span.Committed(1, whyTooLarge)
+		strategy, codes, unbuffered = p.once, mc.HedgingPolicy.NonFatalStatusCodes, true
 	} else {
+		// A retried request takes its room at the first failure (see
+		// unaryCall.buffer).
 		strategy, codes, timeout = p.retry, mc.RetryPolicy.RetryableStatusCodes, cp.timeout
 	}
 	opts, onFinish := splitOnFinish(opts)
 	md := new(attemptMD)
-	u := unaryCall{method: method, req: req, reply: reply, cc: cc, invoker: invoker, md: md, codes: codes, c: c, tr: tr, unbuffered: !fits, span: span, timeout: timeout}
+	// Field by field, not as a composite literal: the compiler builds
+	// that aside and copies it in 16-byte moves, each of which stalls
+	// on the 8-byte stores it reads (a tenth of the call in a profile).
+	var u unaryCall
+	u.method, u.req, u.reply, u.cc, u.invoker, u.md, u.codes = method, req, reply, cc, invoker, md, codes
+	u.c, u.tr, u.span, u.timeout = c, tr, span, timeout
+	u.unbuffered, u.sized = unbuffered, unbuffered
 	u.opts = append(md.buf[:0], opts...)
 	u.opts = append(u.opts, grpc.Header(&md.header), grpc.Trailer(&md.trailer))
 	// Under rebound_distinct, the call's attempts go to distinct
@@ -106,12 +115,21 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 		call = observe.Traced[struct{}](&d, span)
 	}
 	_, err = call.Retry(&md.dctx, strategy, u.attempt)
+	c.release(u.reserved)
 	if n != nil {
 		*n = u.attempts
 	}
-	if err == nil && u.tr == nil && u.attempts == 1 && cp.m != nil {
+	switch {
+	case err == nil && u.tr == nil && u.attempts == 1 && cp.m != nil:
 		c.succeeded(cp.m)
-	} else {
+	case u.tr == nil && u.retry != nil:
+		call := u.tally.Call(method, t.uri, false, observe.Reason(err))
+		if cp.m != nil {
+			c.rec.EndOf(ctx, *c.stats(cp.m), &call)
+		} else {
+			c.rec.End(ctx, &call)
+		}
+	default:
 		c.record(ctx, method, t.uri, u.tr, u.attempts, false, err)
 	}
 	err = u.result(ctx, err)
@@ -188,20 +206,46 @@ type unaryCall struct {
 	codes      serviceconfig.CodeSet
 	md         *attemptMD
 	c          *Client
-	tr         *observe.Tracker  // made at the first failure, or up front with metrics on
-	unbuffered bool              // the request did not fit the buffer: committed from the start
+	tr         *observe.Tracker  // with metrics on, for callStats too; else nil
+	unbuffered bool              // the request did not fit the buffer: committed
 	span       *observe.CallSpan // nil unless the client traces
 	timeout    time.Duration     // per attempt, until it commits; 0 for none
 
 	attempts int
-	last     error // the last attempt's status error
+	last     error         // the last attempt's status error
+	sized    bool          // the request has been measured against the buffer limits
+	reserved int           // the bytes of the client's total buffer the request took
+	retry    *retryState   // made at the first failure
+	tally    observe.Tally // without metrics, what the attempts did, from the first failure
 }
 
+// retryState is what a call needs once its first attempt has failed, in
+// one allocation where each would take its own: the first failure and the
+// second attempt's context.
+type retryState struct {
+	first  failure
+	second previousCtx
+}
+
+// failure is a failed attempt's error with its classification, which
+// rebound.Classify finds as it finds rebound.Mark's.
+type failure struct {
+	err  error
+	info rebound.RetryInfo
+}
+
+func (f *failure) Error() string                { return f.err.Error() }
+func (f *failure) Unwrap() error                { return f.err }
+func (f *failure) RetryInfo() rebound.RetryInfo { return f.info }
+
 // attemptMD receives an attempt's header and trailer, and holds the call
-// options of the common case without another allocation.
+// options of the common case without another allocation: two of the
+// caller's (a generated stub's grpc.StaticMethod and one more) and the
+// call's two. Its size is most of what a call that succeeds at once costs,
+// in allocation and garbage collection: every byte is paid on each call.
 type attemptMD struct {
 	header, trailer metadata.MD
-	buf             [6]grpc.CallOption
+	buf             [4]grpc.CallOption
 	dctx            distinct.Context // the call's context, with the backends its attempts used
 }
 
@@ -209,9 +253,12 @@ type attemptMD struct {
 func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	u.attempts++
 	switch {
-	case u.attempts > 1:
+	case u.attempts == 2:
+		ctx = withPreviousAttemptsIn(ctx, 1, &u.retry.second)
+		u.start(u.c.now())
+	case u.attempts > 2:
 		ctx = withPreviousAttempts(ctx, u.attempts-1)
-		u.tr.Start(u.c.now())
+		u.start(u.c.now())
 	case u.tr != nil:
 		u.tr.Start(time.Time{})
 	}
@@ -223,35 +270,93 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	timedOut := err != nil && u.timeout > 0 && (perattempt.TimedOut(ctx, actx) ||
 		status.Code(err) == codes.DeadlineExceeded && perattempt.ServerTimedOut(ctx, actx, u.timeout))
 	cancel()
+	// endAttempt checks as itself, but its RetryInfo argument is a
+	// large copy to make for nothing.
 	if err == nil {
-		endAttempt(as, nil, rebound.RetryInfo{}, false)
+		if as != nil {
+			endAttempt(as, nil, rebound.RetryInfo{}, false)
+		}
 		return struct{}{}, nil
 	}
 	// Headers before the status mean the response had started: A6
 	// commits the call (trailers-only responses leave header nil).
 	committed := u.md.header != nil || u.unbuffered
-	var info rebound.RetryInfo
+	if !committed && !u.sized {
+		committed = !u.buffer()
+	}
+	// The failure is classified where the loop will read it: the first
+	// in the call's retry state, made now, a later one in its own.
+	first := u.retry == nil
+	var f *failure
+	if first {
+		u.retry = new(retryState)
+		f = &u.retry.first
+	} else {
+		f = new(failure)
+	}
 	if timedOut {
-		err, info = newTimeoutError(u.timeout), perattempt.Info(committed)
+		err, f.info = newTimeoutError(u.timeout), perattempt.Info(committed)
 		v.Release() // no classifier judged the answer, if one came
 	} else {
 		retryable := u.codes.Has(serviceconfig.Code(status.Code(err)))
-		info = u.c.opts.verdict(v, u.method, a6.Info(retryable, u.md.trailer[a6.PushbackHeader], committed), err, u.md.header, u.md.trailer)
+		f.info = u.c.opts.verdict(v, u.method, a6.Info(retryable, u.md.trailer[a6.PushbackHeader], committed), err, u.md.header, u.md.trailer)
 	}
-	u.last = err
+	f.err, u.last = err, err
 	if u.md.header != nil {
 		as.Committed(whyHeaders)
 	}
-	endAttempt(as, err, info, false)
-	if u.tr == nil {
-		u.tr = new(observe.Tracker)
-		u.tr.Start(time.Time{})
+	if as != nil {
+		endAttempt(as, err, f.info, false)
+	}
+	if first && u.tr == nil {
+		u.tally.Start(time.Time{}) // the first attempt, not noted until now
+	}
+	u.failed(u.c.now(), f.info.HasRetryAfter, timedOut)
+	return struct{}{}, f
+}
+
+// start notes the start of a retry at now: on the tracker with metrics
+// on, else on the tally.
+func (u *unaryCall) start(now time.Time) {
+	if u.tr != nil {
+		u.tr.Start(now)
+	} else {
+		u.tally.Start(now)
+	}
+}
+
+// failed notes the failure of the latest attempt at now, as start does;
+// pushback says it carried a pushback delay.
+func (u *unaryCall) failed(now time.Time, pushback, timedOut bool) {
+	if u.tr != nil {
+		if timedOut {
+			u.tr.TimedOut()
+		}
+		u.tr.Failed(u.attempts, rebound.RetryInfo{HasRetryAfter: pushback}, now)
+		return
 	}
 	if timedOut {
-		u.tr.TimedOut()
+		u.tally.TimedOut()
 	}
-	u.tr.Failed(u.attempts, info, u.c.now())
-	return struct{}{}, rebound.Mark(err, info)
+	u.tally.Failed(u.attempts, pushback, now)
+}
+
+// buffer takes the request's room in the buffer limits (A6 "Memory
+// Management") at the call's first failure, when a retry may need it, and
+// reports whether it fits; one that does not commits the call. The request
+// is the application's, unchanged for the whole call and never copied, so
+// until an attempt has failed it holds no memory on retries' account, and
+// the size measured now is the one every attempt sends: a call that
+// succeeds at once does not measure it at all.
+func (u *unaryCall) buffer() bool {
+	u.sized = true
+	n, fits := u.c.reserveRequest(u.req, u.opts)
+	u.reserved = n
+	if !fits {
+		u.unbuffered = true
+		u.span.Committed(u.attempts, whyTooLarge)
+	}
+	return fits
 }
 
 // result turns the engine's verdict into the call's error.
@@ -259,9 +364,15 @@ func (u *unaryCall) result(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	var re *rebound.Error
-	if !errors.As(err, &re) {
-		return err
+	// The loop's own error first, without the allocation errors.As
+	// makes of its target.
+	re, ok := err.(*rebound.Error)
+	if !ok {
+		var wrapped *rebound.Error
+		if !errors.As(err, &wrapped) {
+			return err
+		}
+		re = wrapped
 	}
 	last := u.last
 	if last == nil || ctx.Err() != nil && re.Reason == context.Cause(ctx) {

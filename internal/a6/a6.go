@@ -177,7 +177,7 @@ func Budget(throttle *rebound.Throttle, s Settings) rebound.Budget {
 // neither), with throttle as budget when not nil. Errors are possible only
 // for configs built by hand.
 func Strategies(mc *serviceconfig.MethodConfig, throttle *rebound.Throttle, s Settings) (*rebound.Retrier, *rebound.Hedger, error) {
-	opts := []rebound.Option{rebound.WithClassifier(rebound.Classify)}
+	var opts []rebound.Option // and the default classifier, rebound.Classify
 	if b := Budget(throttle, s); b != nil {
 		opts = append(opts, rebound.WithBudget(b))
 	}
@@ -208,7 +208,7 @@ func Strategies(mc *serviceconfig.MethodConfig, throttle *rebound.Throttle, s Se
 // hedged (its request does not fit the replay buffer): one attempt, whose
 // failure the throttle counts as it counts a hedge's.
 func Once(throttle *rebound.Throttle, s Settings) *rebound.Retrier {
-	opts := []rebound.Option{rebound.WithClassifier(rebound.Classify)}
+	var opts []rebound.Option // and the default classifier, rebound.Classify
 	if b := Budget(throttle, s); b != nil {
 		opts = append(opts, rebound.WithBudget(b))
 	}

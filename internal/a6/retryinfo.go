@@ -50,6 +50,13 @@ func RetryDelay(ri *errdetails.RetryInfo) (time.Duration, bool) {
 //   - Otherwise the delay is a minimum wait (RetryInfo.MinDelay); one
 //     beyond the cap stops retrying with [rebound.ErrRetryDelayTooLong].
 func (h Hints) Apply(info rebound.RetryInfo, code serviceconfig.Code, delay time.Duration, has bool) rebound.RetryInfo {
+	h.ApplyTo(&info, code, delay, has)
+	return info
+}
+
+// ApplyTo is Apply in place, for a caller on a hot path: a RetryInfo is
+// large, and each copy of one costs.
+func (h Hints) ApplyTo(info *rebound.RetryInfo, code serviceconfig.Code, delay time.Duration, has bool) {
 	if h.Required.Has(code) {
 		info.Safety = rebound.SafetyNo
 		if has {
@@ -57,7 +64,7 @@ func (h Hints) Apply(info rebound.RetryInfo, code serviceconfig.Code, delay time
 		}
 	}
 	if !has || info.HasRetryAfter || info.ServerStop {
-		return info
+		return
 	}
 	limit := h.Cap
 	if limit <= 0 {
@@ -65,10 +72,9 @@ func (h Hints) Apply(info rebound.RetryInfo, code serviceconfig.Code, delay time
 	}
 	if delay > limit {
 		info.Stop = rebound.ErrRetryDelayTooLong
-		return info
+		return
 	}
 	info.MinDelay = delay
-	return info
 }
 
 // SetRetryInfoCap is WithRetryInfoCap: d must be > 0.

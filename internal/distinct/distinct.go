@@ -65,27 +65,43 @@ func NewContext(ctx context.Context, c *Call) context.Context {
 	return context.WithValue(ctx, callKey{}, c)
 }
 
-// Context is a context that carries the Call it holds, as
-// [NewContext]'s does, for a caller that keeps both in one value it has
-// already allocated: set Context, and pass a pointer to the Context.
+// Context is a context that carries a Call, as [NewContext]'s does, for a
+// caller that keeps it in a value it has already allocated: set Context,
+// and pass a pointer to the Context. The Call is made at the first pick,
+// so that a call on a conn whose balancer is not this policy, the common
+// case, carries only the room of a pointer for it.
 type Context struct {
 	context.Context
-	Call Call
+	call atomic.Pointer[Call]
 }
 
-// Value returns the Call for the policy's key, and otherwise asks the
-// embedded context.
+// Value returns the Context itself for the policy's key, and otherwise
+// asks the embedded context.
 func (c *Context) Value(key any) any {
 	if key == (callKey{}) {
-		return &c.Call
+		return c
 	}
 	return c.Context.Value(key)
 }
 
+// Call returns the context's Call, made on first use.
+func (c *Context) Call() *Call {
+	if call := c.call.Load(); call != nil {
+		return call
+	}
+	c.call.CompareAndSwap(nil, new(Call))
+	return c.call.Load()
+}
+
 // FromContext returns the Call in ctx, or nil if there is none.
 func FromContext(ctx context.Context) *Call {
-	c, _ := ctx.Value(callKey{}).(*Call)
-	return c
+	switch v := ctx.Value(callKey{}).(type) {
+	case *Call:
+		return v
+	case *Context:
+		return v.Call()
+	}
+	return nil
 }
 
 // config is the parsed policy config.

@@ -164,6 +164,34 @@ func TestNoCallInContext(t *testing.T) {
 	}
 }
 
+// A Context's Call is made at its first use, once, however many hedges
+// look for it at the same time, and the Context keeps the embedded
+// context's values.
+func TestContextMakesOneCall(t *testing.T) {
+	type key struct{}
+	var dctx distinct.Context
+	dctx.Context = context.WithValue(context.Background(), key{}, "v")
+	ctx := context.WithValue(&dctx, key{}, "outer") // as an attempt's context wraps it
+	const n = 8
+	calls := make([]*distinct.Call, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { calls[i] = distinct.FromContext(ctx) })
+	}
+	wg.Wait()
+	for i, c := range calls {
+		if c == nil || c != calls[0] {
+			t.Fatalf("FromContext %d returned %p, want one non-nil Call (%p)", i, c, calls[0])
+		}
+	}
+	if c := dctx.Call(); c != calls[0] {
+		t.Fatalf("Context.Call() = %p, want the Call of FromContext, %p", c, calls[0])
+	}
+	if got := dctx.Value(key{}); got != "v" {
+		t.Fatalf("embedded value = %v, want v", got)
+	}
+}
+
 // TestHedgesOnDistinctBackendsUnderLoad runs hedged calls from many
 // goroutines through grpcretry against three backends. Every attempt
 // fails with a non-fatal code, so that each call sends and the servers see
