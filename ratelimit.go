@@ -207,6 +207,7 @@ type RateLimiter struct {
 	inFlight int64         // attempts sent in it, not yet answered
 	window   int64         // how many may be in flight
 	waiting  int64         // attempts waiting for an answer to go
+	wanted   int64         // the most of seq+waiting so far
 	answer   chan struct{} // closed at the next answer; nil if no one waits
 
 	// The token bucket.
@@ -277,6 +278,7 @@ func (l *RateLimiter) Reserve(now time.Time) Reservation {
 				l.answer = make(chan struct{})
 			}
 			l.waiting++
+			l.wanted = max(l.wanted, l.seq+l.waiting)
 			return Reservation{at: l.firstSent.Add(slowStartTime), cut: l.cuts, answer: l.answer}
 		}
 	}
@@ -290,6 +292,7 @@ func (l *RateLimiter) Reserve(now time.Time) Reservation {
 	if !l.enabled {
 		if !l.slowEnd {
 			l.inFlight++
+			l.wanted = max(l.wanted, l.seq+l.waiting)
 			return Reservation{at: now, cut: l.cuts, seq: l.seq, slot: true}
 		}
 		return Reservation{at: now, cut: l.cuts, seq: l.seq}
@@ -411,8 +414,10 @@ func (l *RateLimiter) cut(now time.Time, wait time.Duration) float64 {
 		// The slow start kept the attempts waiting from going: what the
 		// client would have sent is the reference, as if it had sent
 		// them (a handful sent in the first milliseconds tell nothing
-		// of the server's rate, only of its burst).
-		ref = float64(l.sent+l.waiting) / max(now.Sub(l.firstSent).Seconds(), 1)
+		// of the server's rate, only of its burst). The most it wanted
+		// at once, because a waiting attempt that an answer woke is
+		// not counted again until it has reserved again.
+		ref = float64(max(l.wanted, l.seq+l.waiting)) / max(now.Sub(l.firstSent).Seconds(), 1)
 	}
 	if l.enabled {
 		l.refill(now)
