@@ -136,6 +136,36 @@ func TestRateLimiterOneCutPerRound(t *testing.T) {
 	}
 }
 
+// TestRateLimiterWaitCaps: the server's wait on a throttle that does not
+// cut (within the round) keeps the rate from rising until it has passed,
+// at the rate it had, not at the cut value; then the climb goes on along
+// the curve of the last cut.
+func TestRateLimiterWaitCaps(t *testing.T) {
+	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	feed(l, 0, 2, 10, false)
+	r := l.Reserve(at(2))
+	l.Observe(r, at(2), rebound.RateFeedback{Throttled: true}) // 7, no wait
+	slow := l.Reserve(at(2)) // the first attempt after the cut; its answer comes late
+	feed(l, 2, 3, 10, false)
+	before := l.Rate()
+	if !(before > 7) {
+		t.Fatalf("rate %v a second after the cut, want it climbing above 7", before)
+	}
+	l.Observe(slow, at(3), rebound.RateFeedback{Throttled: true, Wait: 2 * time.Second})
+	if got := l.Rate(); got != before {
+		t.Fatalf("rate %v after a throttle within the round, want no cut (%v)", got, before)
+	}
+	feed(l, 3, 4.95, 10, false)
+	if got := l.Rate(); got != before {
+		t.Fatalf("rate %v within the wait of a throttle that did not cut, want it held at %v", got, before)
+	}
+	feed(l, 4.95, 5.1, 10, false) // the last at 5.05
+	k := math.Cbrt(10 * 0.3 / 0.4)
+	if got, want := l.Rate(), 0.4*math.Pow(3.05-k, 3)+10; !near(got, want) {
+		t.Fatalf("rate %v after the wait, want the curve's %v", got, want)
+	}
+}
+
 // TestRateLimiterSlowStart: before the first throttle, four attempts go
 // at once and the next waits for an answer; each answer that is not a
 // throttle lets two go (its place and one more); the first throttle ends
