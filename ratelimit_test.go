@@ -145,7 +145,8 @@ func TestRateLimiterWaitCaps(t *testing.T) {
 	feed(l, 0, 2, 10, false)
 	r := l.Reserve(at(2))
 	l.Observe(r, at(2), rebound.RateFeedback{Throttled: true}) // 7, no wait
-	slow := l.Reserve(at(2))                                   // the first attempt after the cut; its answer comes late
+	// The first attempt after the cut; its answer comes late.
+	slow := l.Reserve(at(2))
 	feed(l, 2, 3, 10, false)
 	before := l.Rate()
 	if !(before > 7) {
