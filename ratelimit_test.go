@@ -106,8 +106,8 @@ func TestRateLimiterMinRate(t *testing.T) {
 }
 
 // TestRateLimiterOneCutPerRound: a burst of throttles of attempts sent
-// before a cut cuts once; a throttle of an attempt sent after it cuts
-// again.
+// before a cut cuts once; a throttle of one of the first two attempts
+// sent after it holds the rate; of the third, cuts again.
 func TestRateLimiterOneCutPerRound(t *testing.T) {
 	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
 	feed(l, 0, 2, 20, false)
@@ -122,10 +122,141 @@ func TestRateLimiterOneCutPerRound(t *testing.T) {
 	if !near(first, 14) {
 		t.Fatalf("rate after a burst of 20 throttles %v, want one cut to 14", first)
 	}
-	r := l.Reserve(at(2.1))
-	l.Observe(r, at(2.1), rebound.RateFeedback{Throttled: true})
+	for i, s := range []float64{2.1, 2.2} {
+		r := l.Reserve(at(s))
+		l.Observe(r, at(s), rebound.RateFeedback{Throttled: true})
+		if got := l.Rate(); !near(got, first) {
+			t.Fatalf("a throttle of attempt %d after the cut changed the rate to %v, want it held at %v", i+1, got, first)
+		}
+	}
+	r := l.Reserve(at(2.3))
+	l.Observe(r, at(2.3), rebound.RateFeedback{Throttled: true})
 	if got := l.Rate(); !(got < first*0.75) {
-		t.Fatalf("a throttle of an attempt sent after the cut left the rate at %v", got)
+		t.Fatalf("a throttle of the third attempt sent after the cut left the rate at %v", got)
+	}
+}
+
+// TestRateLimiterWaitCaps: the server's wait on a throttle that does not
+// cut (within the round) keeps the rate from rising until it has passed,
+// at the rate it had, not at the cut value; then the climb goes on along
+// the curve of the last cut.
+func TestRateLimiterWaitCaps(t *testing.T) {
+	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	feed(l, 0, 2, 10, false)
+	r := l.Reserve(at(2))
+	l.Observe(r, at(2), rebound.RateFeedback{Throttled: true}) // 7, no wait
+	// The first attempt after the cut; its answer comes late.
+	slow := l.Reserve(at(2))
+	feed(l, 2, 3, 10, false)
+	before := l.Rate()
+	if !(before > 7) {
+		t.Fatalf("rate %v a second after the cut, want it climbing above 7", before)
+	}
+	l.Observe(slow, at(3), rebound.RateFeedback{Throttled: true, Wait: 2 * time.Second})
+	if got := l.Rate(); got != before {
+		t.Fatalf("rate %v after a throttle within the round, want no cut (%v)", got, before)
+	}
+	feed(l, 3, 4.95, 10, false)
+	if got := l.Rate(); got != before {
+		t.Fatalf("rate %v within the wait of a throttle that did not cut, want it held at %v", got, before)
+	}
+	feed(l, 4.95, 5.1, 10, false) // the last at 5.05
+	k := math.Cbrt(10 * 0.3 / 0.4)
+	if got, want := l.Rate(), 0.4*math.Pow(3.05-k, 3)+10; !near(got, want) {
+		t.Fatalf("rate %v after the wait, want the curve's %v", got, want)
+	}
+}
+
+// TestRateLimiterSlowStart: before the first throttle, four attempts go
+// at once and the next waits for an answer; each answer that is not a
+// throttle lets two go (its place and one more); the first throttle ends
+// the slow start, wakes the attempts waiting, and sets the rate from what
+// the client would have sent, those waiting included.
+func TestRateLimiterSlowStart(t *testing.T) {
+	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	var flying []rebound.Reservation
+	for range 4 {
+		r := l.Reserve(at(0))
+		if r.Answer() != nil || r.Delay(at(0)) != 0 {
+			t.Fatal("one of the first four attempts waits")
+		}
+		flying = append(flying, r)
+	}
+	w := l.Reserve(at(0))
+	if w.Answer() == nil || w.Time() != at(0.25) {
+		t.Fatalf("the fifth attempt: answer %v, time %v; want it to wait for an answer, until the slow start ends at %v", w.Answer(), w.Time(), at(0.25))
+	}
+	l.Observe(flying[0], at(0.001), rebound.RateFeedback{})
+	select {
+	case <-w.Answer():
+	default:
+		t.Fatal("an answer did not wake the attempt waiting for it")
+	}
+	l.Cancel(w, at(0.001))
+	for i := range 2 {
+		r := l.Reserve(at(0.001))
+		if r.Answer() != nil {
+			t.Fatalf("after one answer, attempt %d of 2 waits", i+1)
+		}
+		flying = append(flying, r)
+	}
+	var waiting []rebound.Reservation
+	for range 14 {
+		r := l.Reserve(at(0.001))
+		if r.Answer() == nil {
+			t.Fatal("a third attempt went after one answer")
+		}
+		waiting = append(waiting, r)
+	}
+	if l.Rate() != 0 {
+		t.Fatalf("rate %v in the slow start, want 0 (no bucket)", l.Rate())
+	}
+	l.Observe(flying[1], at(0.002), rebound.RateFeedback{Throttled: true, Wait: time.Second})
+	select {
+	case <-waiting[0].Answer():
+	default:
+		t.Fatal("the throttle that ended the slow start did not wake the attempts waiting")
+	}
+	// 6 sent and 14 waiting would have been 20 in the first second.
+	if got := l.Rate(); !near(got, 14) {
+		t.Fatalf("rate after the first throttle %v, want 0.7 × 20", got)
+	}
+	for _, r := range waiting {
+		l.Cancel(r, at(0.002))
+	}
+	if r := l.Reserve(at(0.002)); r.Answer() != nil {
+		t.Fatal("an attempt waits for an answer after the slow start ended")
+	}
+}
+
+// TestRateLimiterSlowStartEnds: the slow start ends a quarter-second
+// after the first attempt even if no answer came (a stream answers when
+// its messages end), and when the window has opened to 256.
+func TestRateLimiterSlowStartEnds(t *testing.T) {
+	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	for range 4 {
+		l.Reserve(at(0))
+	}
+	if l.Reserve(at(0.249)).Answer() == nil {
+		t.Fatal("a fifth attempt went before the quarter-second")
+	}
+	for range 100 {
+		if l.Reserve(at(0.25)).Answer() != nil {
+			t.Fatal("an attempt waits a quarter-second after the first")
+		}
+	}
+	l, _ = rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	for i := range 256 - 4 {
+		r := l.Reserve(at(0))
+		if r.Answer() != nil {
+			t.Fatalf("attempt %d waits, sent one at a time", i)
+		}
+		l.Observe(r, at(0), rebound.RateFeedback{})
+	}
+	for range 300 {
+		if l.Reserve(at(0.001)).Answer() != nil {
+			t.Fatal("an attempt waits after the window reached 256")
+		}
 	}
 }
 

@@ -34,8 +34,10 @@ import (
 // call's failed attempts, streams included: the built-in verdict it is
 // given marks what these rules count, a failure it marks counts as a
 // throttle, and a throttle it unmarks only feeds the measured rate. The
-// limit
-// starts at the server's first throttle: until then nothing waits.
+// limit starts at the server's first throttle; until then only its slow
+// start holds attempts back (at most four in flight until answers come
+// back, then twice as many each round trip: a few round trips once,
+// never more than a quarter-second; see [rebound.RateLimiter]).
 //
 // Every client of the process with the same server name and c shares one
 // limiter, so that they together keep to the server's limit. c's fields

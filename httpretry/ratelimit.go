@@ -24,7 +24,10 @@ import (
 // [WithClassifier], the classifier's Throttle mark has the last word: a
 // failure it marks counts as a throttle, and a throttle it unmarks only
 // feeds the measured rate. The limit starts at the host's first
-// throttle: until then nothing waits.
+// throttle; until then only its slow start holds attempts back (at most
+// four in flight until answers come back, then twice as many each round
+// trip: a few round trips once, never more than a quarter-second; see
+// [rebound.RateLimiter]).
 //
 // Every Transport of the process with c shares one limiter per host, so
 // that the clients of one process together keep to the host's limit; a

@@ -300,3 +300,49 @@ func TestAdaptiveRateLimitBounded(t *testing.T) {
 	}
 	runtime.KeepAlive(client)
 }
+
+// BenchmarkAdaptiveRateLimitSlowStart is what the rate limit's slow start
+// costs a server that is not limited, once per host: each op starts a
+// fresh server (a new host, so a new limiter) and makes 100 GETs from 20
+// goroutines that start together, with and without the limit. The
+// difference is the slow start's cost (the window opens from 4 as answers
+// come back).
+func BenchmarkAdaptiveRateLimitSlowStart(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "without"
+		if on {
+			name = "with"
+		}
+		b.Run(name, func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+				base := &http.Transport{MaxIdleConnsPerHost: 20}
+				var opts []httpretry.Option
+				if on {
+					opts = append(opts, httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))
+				}
+				c := &http.Client{Transport: httpretry.NewTransport(base, opts...)}
+				var wg sync.WaitGroup
+				start := make(chan struct{})
+				for range 20 {
+					wg.Go(func() {
+						<-start
+						for range 5 {
+							if _, err := rlGet(context.Background(), c, srv.URL); err != nil {
+								b.Error(err)
+							}
+						}
+					})
+				}
+				b.StartTimer()
+				close(start)
+				wg.Wait()
+				b.StopTimer()
+				base.CloseIdleConnections()
+				srv.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}

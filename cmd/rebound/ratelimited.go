@@ -15,7 +15,8 @@ import (
 func runRateLimited(ctx context.Context, seed uint64, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, "A rate-limited API: a server accepting 20 req/s with a burst of 2, refusing the rest with a 1s wait;")
 	fmt.Fprintln(stdout, "calls with a 10s deadline, up to 3 attempts. Succeeded, requests the server saw per call, and, with")
-	fmt.Fprintln(stdout, "ten processes, the least and most any process got of the server over the second half, in fair shares.")
+	fmt.Fprintln(stdout, "ten processes, the least and most any process got of the server over the second half, in fair shares,")
+	fmt.Fprintln(stdout, "and Jain's fairness index of those shares (1 when all are equal).")
 	fmt.Fprintln(stdout)
 	cols := []string{"scenario"}
 	for _, p := range sim.RatePolicies {
@@ -32,7 +33,7 @@ func runRateLimited(ctx context.Context, seed uint64, stdout, stderr io.Writer) 
 		for _, r := range res {
 			c := fmt.Sprintf("%.1f%%, %.2fx", 100*r.Succeeded, r.Load)
 			if s.Processes > 1 {
-				c += fmt.Sprintf(", %.2f-%.2f", r.MinShare, r.MaxShare)
+				c += fmt.Sprintf(", %.2f-%.2f, Jain %.3f", r.MinShare, r.MaxShare, r.Jain)
 			}
 			cells = append(cells, c)
 		}

@@ -48,8 +48,11 @@ type Gate struct {
 // turn would come after ctx's deadline it gives the token back and
 // returns rebound.ErrRateLimited at once; when ctx ends first it gives the
 // token back and returns the context's cause. When its turn no longer
-// holds as it ends (see rebound.RateLimiter.Ready) it takes a new one. No
-// lock is held while it waits.
+// holds as it ends (see rebound.RateLimiter.Ready) it takes a new one.
+// In the limiter's slow start it waits for an answer to an attempt in
+// flight, then reserves again; that wait has no known end but the slow
+// start's, so it does not fail at once for a deadline (an answer usually
+// comes within a round trip). No lock is held while it waits.
 func (g *Gate) Wait(ctx context.Context) (rebound.Reservation, error) {
 	if g == nil || g.Limiter == nil {
 		return rebound.Reservation{}, nil
@@ -61,6 +64,20 @@ func (g *Gate) Wait(ctx context.Context) (rebound.Reservation, error) {
 		d := r.Delay(now)
 		if d == 0 {
 			return r, nil
+		}
+		if a := r.Answer(); a != nil {
+			t := clk.NewTimer(d)
+			select {
+			case <-a:
+			case <-t.C():
+			case <-ctx.Done():
+				t.Stop()
+				g.Limiter.Cancel(r, clk.Now())
+				return r, context.Cause(ctx)
+			}
+			t.Stop()
+			g.Limiter.Cancel(r, clk.Now())
+			continue
 		}
 		if dl, ok := ctx.Deadline(); ok && r.Time().After(dl) {
 			g.Limiter.Cancel(r, now)

@@ -188,3 +188,78 @@ func TestVerdict(t *testing.T) {
 		t.Fatal("Await made a Verdict when off")
 	}
 }
+
+// TestWaitSlowStart: before the first throttle, four attempts go at once;
+// the fifth waits for an answer, not for a time, and goes when one comes;
+// a wait that no answer ends goes when the slow start ends, a
+// quarter-second after the first attempt; a deadline sooner than that
+// does not fail it at once; a cancelled wait leaves no timer.
+func TestWaitSlowStart(t *testing.T) {
+	clk := clocktest.New()
+	l, err := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Gate{Limiter: l, Clock: clk}
+	var first []rebound.Reservation
+	for range 4 {
+		r, err := g.Wait(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		first = append(first, r)
+	}
+	if clk.Pending() != 0 {
+		t.Fatal("one of the first four attempts waits")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error)
+	go func() { _, err := g.Wait(ctx); done <- err }()
+	if !clk.WaitPending(1) {
+		t.Fatal("the fifth attempt did not wait")
+	}
+	if d := clk.Sleeps()[0]; d != 250*time.Millisecond {
+		t.Fatalf("the fifth attempt waits at most %v, want until the slow start ends, 250ms", d)
+	}
+	g.Observe(first[0], rebound.RateFeedback{})
+	if err := <-done; err != nil {
+		t.Fatalf("after an answer: %v, want the attempt to go", err)
+	}
+	if clk.Pending() != 0 {
+		t.Fatal("the wait that an answer ended left its timer")
+	}
+
+	// 4 in flight of a window of 5: one more goes at once; the next
+	// waits, and no answer comes.
+	if _, err := g.Wait(context.Background()); err != nil || clk.Pending() != 0 {
+		t.Fatalf("the sixth attempt: %v, %d waits; want it to go at once", err, clk.Pending())
+	}
+	go func() { _, err := g.Wait(context.Background()); done <- err }()
+	if !clk.WaitPending(1) {
+		t.Fatal("the seventh attempt did not wait")
+	}
+	clk.Advance(250 * time.Millisecond)
+	if err := <-done; err != nil {
+		t.Fatalf("at the slow start's end: %v, want the attempt to go", err)
+	}
+
+	// A cancelled wait.
+	l, _ = rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	g = &Gate{Limiter: l, Clock: clk}
+	for range 4 {
+		g.Wait(context.Background())
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() { _, err := g.Wait(ctx); done <- err }()
+	if !clk.WaitPending(1) {
+		t.Fatal("the fifth attempt did not wait")
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("%v, want the context's cause", err)
+	}
+	if clk.Pending() != 0 {
+		t.Fatal("the cancelled wait left its timer")
+	}
+}

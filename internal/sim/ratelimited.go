@@ -101,6 +101,10 @@ type RateResult struct {
 	// of the server's accepted requests over the second half of the run,
 	// in units of a fair share (1 is Limit/Processes): 1 and 1 is fair.
 	MinShare, MaxShare float64
+	// Jain is Jain's fairness index of the processes' shares over the
+	// same half, (Σx)²/(n·Σx²): 1 when every process got as much, 1/n
+	// when one got everything.
+	Jain float64
 }
 
 // rtt is the time from sending an attempt to its answer.
@@ -195,6 +199,9 @@ type proc struct {
 	reb   *rebound.RateLimiter
 	aws   *awsLimiter
 	next  time.Time // the oracle's next send
+	// waiting are the calls waiting in rebound's slow start for an
+	// answer.
+	waiting []func(time.Time)
 }
 
 func runRate(s RateScenario, p RatePolicy, seed uint64) (RateResult, error) {
@@ -241,6 +248,7 @@ func runRate(s RateScenario, p RatePolicy, seed uint64) (RateResult, error) {
 	if stop.After(half) {
 		fair := s.Limit / float64(s.Processes) * stop.Sub(half).Seconds()
 		res.MinShare = math.Inf(1)
+		var sum, sq float64
 		for _, ts := range r.acceptedAt {
 			n := 0
 			for _, t := range ts {
@@ -250,6 +258,11 @@ func runRate(s RateScenario, p RatePolicy, seed uint64) (RateResult, error) {
 			}
 			res.MinShare = math.Min(res.MinShare, float64(n)/fair)
 			res.MaxShare = math.Max(res.MaxShare, float64(n)/fair)
+			sum += float64(n)
+			sq += float64(n) * float64(n)
+		}
+		if sq > 0 {
+			res.Jain = sum * sum / (float64(s.Processes) * sq)
 		}
 	}
 	return res, nil
@@ -297,6 +310,21 @@ func (r *rateRun) attempt(pr *proc, now, deadline time.Time, n int) {
 		r.after(at, func(t time.Time) { r.send(pr, t, deadline, n, rebound.Reservation{}) })
 	case RateRebound:
 		res := pr.reb.Reserve(now)
+		if res.Answer() != nil {
+			// The slow start: wait for an answer, or for its end, then
+			// reserve again (as Gate.Wait).
+			woken := false
+			wake := func(t time.Time) {
+				if !woken {
+					woken = true
+					pr.reb.Cancel(res, t)
+					r.attempt(pr, t, deadline, n)
+				}
+			}
+			pr.waiting = append(pr.waiting, wake)
+			r.after(res.Time(), wake)
+			return
+		}
 		if res.Time().After(deadline) {
 			pr.reb.Cancel(res, now)
 			r.done(pr, now, false) // rebound.ErrRateLimited, at once
@@ -345,6 +373,13 @@ func (r *rateRun) send(pr *proc, now, deadline time.Time, n int, res rebound.Res
 		switch {
 		case pr.reb != nil:
 			pr.reb.Observe(res, t, rebound.RateFeedback{Throttled: !ok, Wait: r.s.Wait})
+			// The answer closes the slow start's channel: its waiters
+			// reserve again.
+			waiting := pr.waiting
+			pr.waiting = nil
+			for _, w := range waiting {
+				w(t)
+			}
 		case pr.aws != nil:
 			pr.aws.update(t, !ok)
 		}
