@@ -46,8 +46,14 @@ import (
 // Under a retryPolicy, a failed attempt is retried as a unary call is:
 // backoff and pushback wait on the client's clock and never past the
 // deadline, and throttling is shared with unary calls. A server-streaming
-// call that fails before any response is retried. Under a hedgingPolicy,
-// every message goes to every attempt in flight (a hedge that starts later
+// call that fails before any response is retried. As in grpc-go's own
+// retries, a stream that keeps a single message and has no per-attempt
+// timeout learns of its first attempt's end through the application's own
+// calls, so that a stream that succeeds starts no goroutine: a failure is
+// retried once the application receives, sends or asks for headers. A
+// stream whose attempts are timed is watched by a goroutine of its own from
+// the start, one that keeps a second message from then on. Under a
+// hedgingPolicy, every message goes to every attempt in flight (a hedge that starts later
 // is sent the earlier ones first); the first attempt to receive headers or a
 // message, or to end OK, wins and the others are cancelled; when the buffer
 // overflows, the attempt that has sent the most messages goes on alone.
@@ -97,6 +103,7 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	s := &clientStream{c: c, desc: desc, cc: cc, method: method, target: t.uri, streamer: streamer, out: n, parent: callCtx, cancelCall: cancel,
 		dec: c.rec.Decisions(callCtx, method, t.uri)}
 	s.cond.L = &s.mu
+	s.live = s.live1[:0]
 	s.opts, s.wb = splitWriteBack(opts)
 	// Under rebound_distinct, the call's attempts go to distinct
 	// backends, hedges and retries alike.
@@ -190,9 +197,17 @@ func (o *onceStream) RecvMsg(m any) error {
 // attempts are grpc-go streams; the application's messages are kept in buf
 // and sent to each attempt by whichever goroutine holds the attempt's
 // pumping flag: the application's own in the common case, a goroutine of
-// ours while an attempt catches up or under hedging. A control goroutine
-// watches each attempt for response headers or its end (retryLoop, or
-// hedgeLoop and hedgeAttempt) and decides what follows.
+// ours while an attempt catches up or under hedging.
+//
+// The first attempt of a retried call is opened on the caller's goroutine
+// and, unless it has a per-attempt timeout, watched by the application's
+// own calls, as grpc-go's built-in retries do: RecvMsg, SendMsg or Header
+// learns of its headers, a message or its end, and judges that end. A
+// stream that commits or succeeds at once thus starts no goroutine. Once
+// an attempt fails and is retried, or when a timer must be stopped the
+// moment headers arrive, a control goroutine watches each attempt for
+// response headers or its end (retryLoop, or hedgeLoop and hedgeAttempt)
+// and decides what follows.
 type clientStream struct {
 	c        *Client
 	desc     *grpc.StreamDesc
@@ -236,6 +251,9 @@ type clientStream struct {
 	mu   sync.Mutex
 	cond sync.Cond // broadcast on every change of the state
 	state
+
+	first attempt     // the first attempt's, without an allocation of its own
+	live1 [1]*attempt // live's first backing array
 }
 
 // state is the part of a clientStream that its mu guards.
@@ -252,6 +270,7 @@ type state struct {
 	attempts  int
 	tok       rebound.Token // retry: the token of the attempt in flight or next
 	opened    bool          // an attempt has been put in flight
+	watched   bool          // a control goroutine watches the attempts opened from now on
 	done      bool
 	final     error // once done: io.EOF on success, else a *callError
 
@@ -263,13 +282,24 @@ type state struct {
 // start runs the call's control goroutine and returns the stream once the
 // first attempt is open, or the error if no attempt could be opened.
 func (s *clientStream) start() (grpc.ClientStream, error) {
-	s.stopAbort = context.AfterFunc(s.parent, s.abort)
+	if s.parent.Done() != nil {
+		s.stopAbort = context.AfterFunc(s.parent, s.abort)
+	} else {
+		s.stopAbort = never // the caller's context never ends
+	}
 	if s.hedger != nil {
+		s.watched = true
 		go s.hedgeLoop()
 	} else if n := s.count(); n > 0 {
 		// The first attempt opens here, saving the common case a
-		// hand-off to the control goroutine.
-		if a := s.open(n); a != nil {
+		// hand-off to a control goroutine. Its timer must stop when
+		// headers arrive, whether or not the application is reading:
+		// then a control goroutine watches it from the start.
+		s.watched = s.timeout > 0
+		if a := s.open(n); a != nil && (a.watched || a.cs == nil) {
+			s.mu.Lock()
+			s.watched = true
+			s.mu.Unlock()
 			go s.retryLoop(a)
 		}
 	}
@@ -284,6 +314,9 @@ func (s *clientStream) start() (grpc.ClientStream, error) {
 	}
 	return s, nil
 }
+
+// never is the stop function of an AfterFunc that was not needed.
+func never() bool { return false }
 
 // SendMsg keeps m for later attempts if it can and sends it to the
 // attempts in flight; see [Client.StreamClientInterceptor].
@@ -348,6 +381,12 @@ func (s *clientStream) release(n int) { s.c.release(n) }
 // with mu held; it unlocks.
 func (s *clientStream) sendKept(m any, e entry) error {
 	at := s.buf.end()
+	if at > 0 && !s.watched {
+		// The call keeps more than one message: a control goroutine
+		// watches for the headers that free them, and retries a failed
+		// attempt without waiting for the application to notice.
+		s.watchLocked()
+	}
 	s.buf.push(e)
 	var mine *attempt
 	for _, a := range s.live {
@@ -373,7 +412,7 @@ func (s *clientStream) sendKept(m any, e entry) error {
 	// sent, as grpc-go would say: the call's status comes from RecvMsg.
 	// Otherwise, if another attempt follows, it will be sent m with the
 	// rest.
-	if s.sentOn(mine, at) || s.awaitNext(mine) {
+	if s.sentOn(mine, at) || s.follow(mine) {
 		return nil
 	}
 	return io.EOF
@@ -474,7 +513,7 @@ func (s *clientStream) RecvMsg(m any) error {
 			}
 			return s.recvEnd(a, nil)
 		}
-		if s.awaitNext(a) {
+		if s.follow(a) {
 			continue
 		}
 		return s.recvEnd(a, err)
@@ -552,6 +591,15 @@ func (s *clientStream) Header() (metadata.MD, error) {
 		}
 		if s.done {
 			return nil, nil
+		}
+		if a != nil && !a.watched && !a.judging {
+			// No one else waits for a's headers: wait here.
+			s.mu.Unlock()
+			if s.watch(a) {
+				s.retryLater()
+			}
+			s.mu.Lock()
+			continue
 		}
 		s.cond.Wait()
 	}

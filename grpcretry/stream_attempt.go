@@ -35,6 +35,7 @@ type attempt struct {
 	verdict *ratelimit.Verdict
 
 	// Guarded by the call's mu.
+	watched bool        // a control goroutine watches it; otherwise the application's calls do
 	next    int         // the next kept message to send on cs
 	closed  bool        // CloseSend was sent on cs
 	pumping bool        // a goroutine is sending on cs
@@ -94,7 +95,11 @@ func (s *clientStream) count() int {
 // the kept messages. It returns an attempt with a nil cs if grpc-go could
 // not open it, and nil if the call has ended or committed meanwhile.
 func (s *clientStream) open(n int) *attempt {
-	a := &attempt{n: n}
+	a := &s.first
+	if n > 1 {
+		a = &attempt{}
+	}
+	a.n = n
 	ctx := s.ctx
 	if s.hedger != nil {
 		// A hedge still being opened when the call commits is cancelled
@@ -138,6 +143,7 @@ func (s *clientStream) open(n int) *attempt {
 		}
 		return a
 	}
+	a.watched = s.watched
 	s.live = append(s.live, a)
 	s.opened = true
 	if s.buf.end() > 0 || s.closed {
@@ -562,23 +568,12 @@ func (s *clientStream) report() {
 }
 
 // retryLoop is the control goroutine of a call under a retryPolicy, from
-// its first attempt a on: it waits for the attempt's response headers
-// (which commit the call and end the loop) or its end, and retries per the
-// policy.
+// attempt a on, or with a nil a from the retry after an attempt that has
+// been judged: it waits for each attempt's response headers (which commit
+// the call and end the loop) or its end, and retries per the policy.
 func (s *clientStream) retryLoop(a *attempt) {
-	for {
-		err := a.err
-		if a.cs != nil {
-			if md, _ := a.cs.Header(); md != nil {
-				s.gotHeaders(a, md)
-				return
-			}
-			if err = a.status(); err == io.EOF {
-				s.succeeded(a)
-				return
-			}
-		}
-		if !s.judge(a, err, false) || !s.backoff() {
+	for a == nil || s.watch(a) {
+		if !s.backoff() {
 			return
 		}
 		n := s.count()
@@ -587,6 +582,59 @@ func (s *clientStream) retryLoop(a *attempt) {
 		}
 		if a = s.open(n); a == nil {
 			return
+		}
+	}
+}
+
+// retryLater starts the control goroutine for the retry after an attempt
+// that the application's calls watched and that has been judged.
+func (s *clientStream) retryLater() {
+	s.mu.Lock()
+	s.watched = true
+	s.mu.Unlock()
+	go s.retryLoop(nil)
+}
+
+// watch waits for the response headers of a, a retried call's attempt, or
+// for its end, and reports whether another attempt follows: headers commit
+// the call to a, and an end without them is judged.
+func (s *clientStream) watch(a *attempt) bool {
+	err := a.err
+	if a.cs != nil {
+		if md, _ := a.cs.Header(); md != nil {
+			s.gotHeaders(a, md)
+			return false
+		}
+		if err = a.status(); err == io.EOF {
+			s.succeeded(a)
+			return false
+		}
+	}
+	return s.judge(a, err, false)
+}
+
+// follow reports whether another attempt follows a, whose stream is done,
+// once its end has been judged. When no control goroutine watches a, the
+// caller judges it, and starts the retry if there is one.
+func (s *clientStream) follow(a *attempt) bool {
+	s.mu.Lock()
+	watched := a.watched
+	s.mu.Unlock()
+	if !watched && s.watch(a) {
+		s.retryLater()
+	}
+	return s.awaitNext(a)
+}
+
+// watchLocked starts the control goroutine of a retried call whose
+// attempt in flight the application's calls have watched so far. Called
+// with mu held.
+func (s *clientStream) watchLocked() {
+	s.watched = true
+	for _, a := range s.live {
+		if !a.watched && !a.judging {
+			a.watched = true
+			go s.retryLoop(a)
 		}
 	}
 }
