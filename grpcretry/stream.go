@@ -103,7 +103,7 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	s := &clientStream{c: c, desc: desc, cc: cc, method: method, target: t.uri, streamer: streamer, out: n, parent: callCtx, cancelCall: cancel,
 		dec: c.rec.Decisions(callCtx, method, t.uri)}
 	s.cond.L = &s.mu
-	s.live = s.live1[:0]
+	s.live, s.opening = s.live1[:0], s.opening1[:0]
 	s.opts, s.wb = splitWriteBack(opts)
 	// Under rebound_distinct, the call's attempts go to distinct
 	// backends, hedges and retries alike.
@@ -113,8 +113,6 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		s.hedger = &hedging{maxAttempts: mc.HedgingPolicy.Attempts(c.opts.MaxAttempts), delay: mc.HedgingPolicy.HedgingDelay}
 		s.hedger.budget = p.budget // the throttle, and WithBudget's
 		s.clock, s.codes = c.clock, mc.HedgingPolicy.NonFatalStatusCodes
-		s.events = make(chan attemptEnd, s.hedger.maxAttempts)
-		s.commitCh = make(chan struct{})
 	} else {
 		tok, err := p.retry.AcquireInitialToken(callCtx)
 		if err != nil || tok == nil {
@@ -227,8 +225,8 @@ type clientStream struct {
 	dctx     distinct.Context // the call's context, with the backends its attempts went to
 	timeout  time.Duration    // retry: per attempt, until it commits; 0 for none
 	timeouts atomic.Int32     // attempts cut by the per-attempt timeout
-	events   chan attemptEnd  // hedging: attempts that failed, for hedgeLoop
-	commitCh chan struct{}    // hedging: closed on commit
+	events   chan attemptEnd  // hedging: attempts that failed, for hedgeLoop; made with it
+	commitCh chan struct{}    // hedging: closed on commit, once hedgeLoop runs
 
 	parent     context.Context    // the caller's, with the method's timeout
 	ctx        context.Context    // parent's, ended when the call finishes
@@ -252,8 +250,9 @@ type clientStream struct {
 	cond sync.Cond // broadcast on every change of the state
 	state
 
-	first attempt     // the first attempt's, without an allocation of its own
-	live1 [1]*attempt // live's first backing array
+	first    attempt     // the first attempt's, without an allocation of its own
+	live1    [1]*attempt // live's first backing array
+	opening1 [1]*attempt // opening's
 }
 
 // state is the part of a clientStream that its mu guards.
@@ -271,8 +270,13 @@ type state struct {
 	tok       rebound.Token // retry: the token of the attempt in flight or next
 	opened    bool          // an attempt has been put in flight
 	watched   bool          // a control goroutine watches the attempts opened from now on
-	done      bool
-	final     error // once done: io.EOF on success, else a *callError
+	// Hedging, until hedgeLoop runs: what starts it after the hedging
+	// delay, and when the first attempt was opened.
+	hedgeTimer *time.Timer
+	hedgeQuit  chan struct{} // with a clock other than the real one
+	begun      time.Time
+	done       bool
+	final      error // once done: io.EOF on success, else a *callError
 
 	// retries is how many retries or hedges the budget admitted whose
 	// end cb has not been told of (see endRetriesLocked).
@@ -288,8 +292,7 @@ func (s *clientStream) start() (grpc.ClientStream, error) {
 		s.stopAbort = never // the caller's context never ends
 	}
 	if s.hedger != nil {
-		s.watched = true
-		go s.hedgeLoop()
+		s.startHedged()
 	} else if n := s.count(); n > 0 {
 		// The first attempt opens here, saving the common case a
 		// hand-off to a control goroutine. Its timer must stop when
@@ -394,7 +397,7 @@ func (s *clientStream) sendKept(m any, e entry) error {
 			continue // the pumping goroutine sends it too
 		}
 		a.pumping = true
-		if s.hedger != nil {
+		if s.hedger != nil && s.watched {
 			go s.pump(a)
 		} else {
 			mine = a
@@ -468,7 +471,7 @@ func (s *clientStream) CloseSend() error {
 			continue
 		}
 		a.pumping = true
-		if s.hedger != nil && !s.committed {
+		if s.hedger != nil && s.watched && !s.committed {
 			go s.pump(a)
 		} else {
 			mine = a
@@ -507,7 +510,10 @@ func (s *clientStream) RecvMsg(m any) error {
 		}
 		a.recvMu.Unlock()
 		if err == nil {
-			s.received(a)
+			if !s.received(a) {
+				// A hedge that lost while the application read it.
+				continue
+			}
 			if s.desc.ServerStreams {
 				return nil
 			}
@@ -529,7 +535,7 @@ func (s *clientStream) reader() *attempt {
 		if s.winner != nil {
 			return s.winner
 		}
-		if s.policy != nil && len(s.live) > 0 {
+		if s.single() {
 			return s.live[0]
 		}
 		s.cond.Wait()
@@ -537,8 +543,9 @@ func (s *clientStream) reader() *attempt {
 	return nil
 }
 
-// received commits the call to a, which has delivered a message.
-func (s *clientStream) received(a *attempt) {
+// received commits the call to a, which has delivered a message, and
+// reports whether the call is a's.
+func (s *clientStream) received(a *attempt) bool {
 	a.timer.Stop() // a message commits the attempt: it is never cut after
 	s.mu.Lock()
 	if !s.done {
@@ -554,6 +561,7 @@ func (s *clientStream) received(a *attempt) {
 	if mine {
 		s.rd = a
 	}
+	return mine
 }
 
 // recvEnd ends the call after RecvMsg on a returned err: nil after the
@@ -583,7 +591,7 @@ func (s *clientStream) Header() (metadata.MD, error) {
 			a = s.last
 		case s.winner != nil:
 			a = s.winner
-		case s.policy != nil && len(s.live) > 0:
+		case s.single():
 			a = s.live[0]
 		}
 		if a != nil && a.md != nil {
@@ -595,9 +603,7 @@ func (s *clientStream) Header() (metadata.MD, error) {
 		if a != nil && !a.watched && !a.judging {
 			// No one else waits for a's headers: wait here.
 			s.mu.Unlock()
-			if s.watch(a) {
-				s.retryLater()
-			}
+			s.watchHere(a)
 			s.mu.Lock()
 			continue
 		}
@@ -642,10 +648,17 @@ func (s *clientStream) current() *attempt {
 	if s.winner != nil {
 		return s.winner
 	}
-	if s.policy != nil && len(s.live) > 0 {
+	if s.single() {
 		return s.live[0]
 	}
 	return nil
+}
+
+// single reports whether the call has one attempt in flight, to read
+// from before it commits: always under a retry policy, and under hedging
+// until the machinery of hedges starts. Called with mu held.
+func (s *clientStream) single() bool {
+	return len(s.live) > 0 && (s.policy != nil || !s.watched)
 }
 
 // terminal returns the call's result once it has ended, after the

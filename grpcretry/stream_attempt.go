@@ -232,10 +232,10 @@ func (s *clientStream) sendError(a *attempt, err error) error {
 func (s *clientStream) awaitNext(a *attempt) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for !s.done && !a.judged && a.md == nil {
+	for !s.done && !a.judged && !a.lost && a.md == nil {
 		s.cond.Wait()
 	}
-	return !s.done && a.judged
+	return !s.done && (a.judged || a.lost)
 }
 
 // commitLocked commits the call to w: no further attempts, the others
@@ -246,6 +246,7 @@ func (s *clientStream) commitLocked(w *attempt) {
 	}
 	s.committed = true
 	s.isCommitted.Store(true)
+	s.stopHedgeLocked()
 	s.winner = w
 	s.release(s.buf.freeBefore(w.next))
 	for _, a := range s.live {
@@ -467,6 +468,7 @@ func (s *clientStream) finish(a *attempt, err, reason error) {
 		return
 	}
 	s.done = true
+	s.stopHedgeLocked()
 	for _, l := range s.live {
 		l.timer.Stop()
 	}
@@ -620,8 +622,8 @@ func (s *clientStream) follow(a *attempt) bool {
 	s.mu.Lock()
 	watched := a.watched
 	s.mu.Unlock()
-	if !watched && s.watch(a) {
-		s.retryLater()
+	if !watched {
+		s.watchHere(a)
 	}
 	return s.awaitNext(a)
 }
@@ -630,12 +632,26 @@ func (s *clientStream) follow(a *attempt) bool {
 // attempt in flight the application's calls have watched so far. Called
 // with mu held.
 func (s *clientStream) watchLocked() {
+	if s.hedger != nil {
+		s.startHedgingLocked(hedgeArm)
+		return
+	}
 	s.watched = true
 	for _, a := range s.live {
 		if !a.watched && !a.judging {
 			a.watched = true
 			go s.retryLoop(a)
 		}
+	}
+}
+
+// watchHere waits, on the caller's goroutine, for the headers or the end
+// of a, an attempt that no control goroutine watches, and acts on them.
+func (s *clientStream) watchHere(a *attempt) {
+	if s.hedger != nil {
+		s.hedgeWatch(a)
+	} else if s.watch(a) {
+		s.retryLater()
 	}
 }
 

@@ -225,12 +225,18 @@ func TestHedgedStreamRefusedAfterPushback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The application's Recv learns of the failure, and waits for what
+	// follows.
+	recvErr := make(chan error, 1)
+	go func() {
+		_, err := recvBodies(st)
+		recvErr <- err
+	}()
 	if !clk.WaitCreated(2) { // the hedging delay, then the pushback delay
 		t.Fatal("no pushback timer")
 	}
 	clk.Advance(50 * time.Millisecond)
-	_, err = recvBodies(st)
-	wantGaveUp(t, err, codes.Unavailable, 1, rebound.ErrThrottled)
+	wantGaveUp(t, <-recvErr, codes.Unavailable, 1, rebound.ErrThrottled)
 }
 
 // TestHedgeOverflowKeepsAttemptWithMostMessages overflows the buffer of a
