@@ -108,7 +108,7 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	// Under rebound_distinct, the call's attempts go to distinct
 	// backends, hedges and retries alike.
 	s.dctx.Context = callCtx
-	s.ctx, s.cancelCtx = context.WithCancel(&s.dctx)
+	s.ctx = &s.dctx
 	if p.hedge != nil {
 		s.hedger = &hedging{maxAttempts: mc.HedgingPolicy.Attempts(c.opts.MaxAttempts), delay: mc.HedgingPolicy.HedgingDelay}
 		s.hedger.budget = p.budget // the throttle, and WithBudget's
@@ -116,7 +116,6 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	} else {
 		tok, err := p.retry.AcquireInitialToken(callCtx)
 		if err != nil || tok == nil {
-			s.cancelCtx()
 			return once(callCtx, callCtx != ctx, cancel, nil, n, desc, cc, method, streamer, opts)
 		}
 		s.policy, s.tok, s.clock, s.codes = p.retry, tok, p.retry.Clock(), mc.RetryPolicy.RetryableStatusCodes
@@ -229,8 +228,7 @@ type clientStream struct {
 	commitCh chan struct{}    // hedging: closed on commit, once hedgeLoop runs
 
 	parent     context.Context    // the caller's, with the method's timeout
-	ctx        context.Context    // parent's, ended when the call finishes
-	cancelCtx  context.CancelFunc // ends ctx
+	ctx        context.Context    // parent's, with the call's span and distinct-backends record
 	cancelCall context.CancelFunc // ends the method's timeout
 	stopAbort  func() bool
 	cb         rebound.CallBudget // the budget, when it counts calls; nil otherwise
@@ -270,6 +268,7 @@ type state struct {
 	tok       rebound.Token // retry: the token of the attempt in flight or next
 	opened    bool          // an attempt has been put in flight
 	watched   bool          // a control goroutine watches the attempts opened from now on
+	ended     chan struct{} // made with the first control goroutine, closed when the call ends
 	// Hedging, until hedgeLoop runs: what starts it after the hedging
 	// delay, and when the first attempt was opened.
 	hedgeTimer *time.Timer
@@ -301,7 +300,7 @@ func (s *clientStream) start() (grpc.ClientStream, error) {
 		s.watched = s.timeout > 0
 		if a := s.open(n); a != nil && (a.watched || a.cs == nil) {
 			s.mu.Lock()
-			s.watched = true
+			s.watchedLocked()
 			s.mu.Unlock()
 			go s.retryLoop(a)
 		}
@@ -358,8 +357,20 @@ func (s *clientStream) send(m any) error {
 		return io.EOF
 	}
 	if s.sentLast {
+		var a *attempt
+		if len(s.live) == 1 && s.live[0].cancel == nil {
+			a = s.live[0]
+		}
 		s.mu.Unlock()
-		return s.sendError(nil, status.Error(codes.Internal, "SendMsg called after CloseSend"))
+		err := status.Error(codes.Internal, "SendMsg called after CloseSend")
+		if a != nil {
+			// a has no context of its own to end; grpc-go ends its
+			// stream on the same mistake.
+			if e := a.cs.SendMsg(m); e != nil && e != io.EOF {
+				err = e
+			}
+		}
+		return s.sendError(a, err)
 	}
 	if !s.desc.ClientStreams {
 		s.sentLast = true

@@ -115,6 +115,12 @@ func (s *clientStream) open(n int) *attempt {
 		// stream once it has committed.
 		ctx, a.timer, a.cancel = perattempt.Start(ctx, s.timeout)
 		a.actx = ctx
+	} else if n > 1 {
+		// A retry can be cancelled when the call ends while it is in
+		// flight. The first attempt cannot be, and need not: each way
+		// the call can end with it in flight ends its stream too (see
+		// finish).
+		ctx, a.cancel = context.WithCancel(ctx)
 	}
 	if n > 1 {
 		ctx = withPreviousAttempts(ctx, n-1)
@@ -366,7 +372,7 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 	} else {
 		info = s.c.opts.verdict(a.verdict, s.method, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed), err, md, a.trailer())
 	}
-	if a.timer != nil {
+	if a.cancel != nil {
 		a.cancel() // the attempt's own context ends with it
 	}
 	endAttempt(a.span, err, info, false)
@@ -469,6 +475,9 @@ func (s *clientStream) finish(a *attempt, err, reason error) {
 	}
 	s.done = true
 	s.stopHedgeLocked()
+	if s.ended != nil {
+		close(s.ended)
+	}
 	for _, l := range s.live {
 		l.timer.Stop()
 	}
@@ -501,7 +510,7 @@ func (s *clientStream) finish(a *attempt, err, reason error) {
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	s.stopAbort()
-	s.cancelCtx()
+	s.cancelAttempts()
 	s.cancelCall()
 	s.report()
 	s.record(err, reason)
@@ -535,9 +544,6 @@ func (s *clientStream) record(err, reason error) {
 // once the call has ended. It runs once; later calls wait for the first.
 func (s *clientStream) report() {
 	s.reported.Do(func() {
-		// The call has ended; make sure its attempts have too, so that
-		// reading their metadata does not block.
-		s.cancelCtx()
 		s.mu.Lock()
 		a, final, n := s.last, s.final, s.attempts
 		s.mu.Unlock()
@@ -592,7 +598,7 @@ func (s *clientStream) retryLoop(a *attempt) {
 // that the application's calls watched and that has been judged.
 func (s *clientStream) retryLater() {
 	s.mu.Lock()
-	s.watched = true
+	s.watchedLocked()
 	s.mu.Unlock()
 	go s.retryLoop(nil)
 }
@@ -636,12 +642,43 @@ func (s *clientStream) watchLocked() {
 		s.startHedgingLocked(hedgeArm)
 		return
 	}
-	s.watched = true
+	s.watchedLocked()
 	for _, a := range s.live {
 		if !a.watched && !a.judging {
 			a.watched = true
 			go s.retryLoop(a)
 		}
+	}
+}
+
+// watchedLocked records that control goroutines watch the call's attempts
+// from now on, and gives them the channel that tells them when the call
+// has ended. Called with mu held.
+func (s *clientStream) watchedLocked() {
+	s.watched = true
+	if s.ended == nil {
+		s.ended = make(chan struct{})
+		if s.done {
+			close(s.ended)
+		}
+	}
+}
+
+// cancelAttempts ends the attempts still in flight once the call has
+// ended, so that reading their metadata does not block. An attempt
+// without a context of its own (a retried call's first) has ended its
+// stream already: the call ended on its status, on a client-side error
+// grpc-go ended it with too, or on the caller's context.
+func (s *clientStream) cancelAttempts() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.live {
+		if a.cancel != nil {
+			a.cancel()
+		}
+	}
+	for _, a := range s.opening {
+		a.cancel()
 	}
 }
 
@@ -664,13 +701,16 @@ func (s *clientStream) backoff() bool {
 	if d <= 0 {
 		return true
 	}
+	s.mu.Lock()
+	ended := s.ended
+	s.mu.Unlock()
 	t := s.clock.NewTimer(d)
 	select {
 	case <-t.C():
 		return true
-	case <-s.ctx.Done():
-		// The caller's context ended (abort ends the call), or the
-		// call did.
+	case <-ended:
+		// The call ended: by the caller's context (see abort), or
+		// otherwise.
 		t.Stop()
 		return false
 	}

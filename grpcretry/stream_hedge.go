@@ -114,7 +114,7 @@ func (s *clientStream) stopHedgeLocked() {
 // begins with first, and a goroutine watching each attempt in flight that
 // none watches yet. Called with mu held.
 func (s *clientStream) startHedgingLocked(first hedgeStart) {
-	s.watched = true
+	s.watchedLocked()
 	s.stopHedgeLocked()
 	s.events = make(chan attemptEnd, s.hedger.maxAttempts)
 	s.commitCh = make(chan struct{})
@@ -124,7 +124,7 @@ func (s *clientStream) startHedgingLocked(first hedgeStart) {
 			go s.hedgeWatch(a)
 		}
 	}
-	go s.hedgeLoop(first, s.events, s.commitCh)
+	go s.hedgeLoop(first, s.events, s.commitCh, s.ended)
 }
 
 // hedgeLoop is the control goroutine of a call under a hedgingPolicy. It
@@ -136,7 +136,7 @@ func (s *clientStream) startHedgingLocked(first hedgeStart) {
 // headers, message or OK end, or a buffer overflow; see hedgeAttempt) or
 // ends. The first attempt is already in flight when it starts; first says
 // what it does first.
-func (s *clientStream) hedgeLoop(first hedgeStart, events <-chan attemptEnd, commitCh <-chan struct{}) {
+func (s *clientStream) hedgeLoop(first hedgeStart, events <-chan attemptEnd, commitCh, ended <-chan struct{}) {
 	h := s.hedger
 	maxAttempts, budget := h.maxAttempts, h.budget
 	var (
@@ -224,7 +224,7 @@ func (s *clientStream) hedgeLoop(first hedgeStart, events <-chan attemptEnd, com
 			hedge()
 		case <-commitCh:
 			return
-		case <-s.ctx.Done():
+		case <-ended:
 			return
 		case e := <-events:
 			running--
@@ -354,6 +354,7 @@ func (s *clientStream) hedgeWatch(a *attempt) {
 		}
 		events := s.events
 		s.mu.Unlock()
+		a.cancel() // its stream has ended: its context too
 		events <- attemptEnd{a, err}
 	}
 }
