@@ -19,11 +19,17 @@ type trackerKey struct{}
 //   - the response headers of a hedged unary attempt as they arrive, which
 //     commit the call to that attempt (A6 "When Retries are Valid"): grpc-go
 //     tells an interceptor of them only once the attempt has ended;
+//   - the response headers of a hedged stream's first attempt while no
+//     goroutine waits for them, so that the hedging delay sends no hedge
+//     after them (without the handler a goroutine waits for them);
 //   - grpc-go's transparent retries, counted into the tracker of the call
 //     they belong to, with WithMeterProvider.
 type callStats struct{}
 
 func (callStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	if s := hedgedStream(ctx); s != nil {
+		s.tagged.Store(true)
+	}
 	return ctx
 }
 
@@ -40,6 +46,8 @@ func (callStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		// A no-op outside a hedged attempt.
 		if rebound.Commit(ctx) {
 			attemptSpan(ctx).Committed(whyHeaders)
+		} else if s := hedgedStream(ctx); s != nil {
+			s.sawHeaders.Store(true) // a hedged stream's: see startHedged
 		}
 	}
 }

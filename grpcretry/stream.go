@@ -110,8 +110,9 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	s.dctx.Context = callCtx
 	s.ctx = &s.dctx
 	if p.hedge != nil {
-		s.hedger = &hedging{maxAttempts: mc.HedgingPolicy.Attempts(c.opts.MaxAttempts), delay: mc.HedgingPolicy.HedgingDelay}
-		s.hedger.budget = p.budget // the throttle, and WithBudget's
+		s.hedging = hedging{maxAttempts: mc.HedgingPolicy.Attempts(c.opts.MaxAttempts), delay: mc.HedgingPolicy.HedgingDelay}
+		s.hedging.budget = p.budget // the throttle, and WithBudget's
+		s.hedger = &s.hedging
 		s.clock, s.codes = c.clock, mc.HedgingPolicy.NonFatalStatusCodes
 	} else {
 		tok, err := p.retry.AcquireInitialToken(callCtx)
@@ -122,6 +123,10 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		s.timeout = cp.timeout
 	}
 	s.ctx, s.span = c.startCall(s.ctx, method, t)
+	if s.hedger != nil {
+		s.hctx = hedgedContext{Context: s.ctx, s: s}
+		s.ctx = &s.hctx
+	}
 	if s.cb, _ = p.budget.(rebound.CallBudget); s.cb != nil {
 		s.cb.StartCall() // finish ends it
 	}
@@ -242,7 +247,10 @@ type clientStream struct {
 	direct      atomic.Pointer[attempt]
 	isCommitted atomic.Bool // mirrors state.committed, so SendMsg can skip keeping
 	throttled   atomic.Bool // hedging: the budget refused a hedge
-	reported    sync.Once
+	// Hedging: callStats has tagged an attempt, and so will tell of
+	// response headers (sawHeaders) as they arrive.
+	tagged, sawHeaders atomic.Bool
+	reported           sync.Once
 
 	mu   sync.Mutex
 	cond sync.Cond // broadcast on every change of the state
@@ -274,6 +282,8 @@ type state struct {
 	hedgeTimer *time.Timer
 	hedgeQuit  chan struct{} // with a clock other than the real one
 	begun      time.Time
+	hctx       hedgedContext // hedging: the attempts' context, for callStats
+	hedging    hedging       // what hedger points to
 	done       bool
 	final      error // once done: io.EOF on success, else a *callError
 

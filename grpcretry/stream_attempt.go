@@ -634,12 +634,12 @@ func (s *clientStream) follow(a *attempt) bool {
 	return s.awaitNext(a)
 }
 
-// watchLocked starts the control goroutine of a retried call whose
-// attempt in flight the application's calls have watched so far. Called
-// with mu held.
+// watchLocked starts the control goroutine of a call whose attempt in
+// flight the application's calls have watched so far: a retried call's
+// retryLoop, a hedged call's machinery. Called with mu held.
 func (s *clientStream) watchLocked() {
 	if s.hedger != nil {
-		s.startHedgingLocked(hedgeArm)
+		s.hedgeLaterLocked(hedgeArm)
 		return
 	}
 	s.watchedLocked()

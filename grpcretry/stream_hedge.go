@@ -28,6 +28,30 @@ type attemptEnd struct {
 	err error
 }
 
+// hedgedContext is the context of a hedged stream's attempts: the call's,
+// and the stream, for callStats to tell it of response headers while no
+// goroutine waits for them (see startHedged).
+type hedgedContext struct {
+	context.Context
+	s *clientStream
+}
+
+type hedgedStreamKey struct{}
+
+func (c *hedgedContext) Value(key any) any {
+	if key == (hedgedStreamKey{}) {
+		return c.s
+	}
+	return c.Context.Value(key)
+}
+
+// hedgedStream returns the hedged stream that ctx is an attempt's context
+// of, or nil.
+func hedgedStream(ctx context.Context) *clientStream {
+	s, _ := ctx.Value(hedgedStreamKey{}).(*clientStream)
+	return s
+}
+
 // hedgeStart says what hedgeLoop does first.
 type hedgeStart int
 
@@ -57,6 +81,13 @@ func (s *clientStream) startHedged() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.tagged.Load() && a.cs != nil && s.hedger.maxAttempts > 1 && s.hedger.delay > 0 && !s.done && !s.committed {
+		// Without callStats, nothing tells of the attempt's response
+		// headers, which must stop the hedge: a goroutine waits for
+		// them.
+		a.watched = true
+		go s.hedgeWatch(a)
+	}
 	switch {
 	case s.done || s.committed:
 	case a.cs == nil:
@@ -93,7 +124,24 @@ func (s *clientStream) hedgeDue() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.done && !s.committed && !s.watched {
-		s.startHedgingLocked(hedgeNow)
+		s.hedgeLaterLocked(hedgeNow)
+	}
+}
+
+// hedgeLaterLocked starts the machinery of hedges, beginning with first,
+// unless callStats has told of the first attempt's response headers: they
+// commit the call to it once read, so a goroutine reads them, and no hedge
+// is sent. Called with mu held.
+func (s *clientStream) hedgeLaterLocked(first hedgeStart) {
+	if !s.sawHeaders.Load() {
+		s.startHedgingLocked(first)
+		return
+	}
+	for _, a := range s.live {
+		if !a.watched && !a.judging {
+			a.watched = true
+			go s.hedgeWatch(a)
+		}
 	}
 }
 
