@@ -46,18 +46,26 @@ import (
 // Under a retryPolicy, a failed attempt is retried as a unary call is:
 // backoff and pushback wait on the client's clock and never past the
 // deadline, and throttling is shared with unary calls. A server-streaming
-// call that fails before any response is retried. As in grpc-go's own
-// retries, a stream that keeps a single message and has no per-attempt
-// timeout learns of its first attempt's end through the application's own
-// calls, so that a stream that succeeds starts no goroutine: a failure is
-// retried once the application receives, sends or asks for headers. A
-// stream whose attempts are timed is watched by a goroutine of its own from
-// the start, one that keeps a second message from then on. Under a
-// hedgingPolicy, every message goes to every attempt in flight (a hedge that starts later
+// call that fails before any response is retried. Under a hedgingPolicy,
+// every message goes to every attempt in flight (a hedge that starts later
 // is sent the earlier ones first); the first attempt to receive headers or a
 // message, or to end OK, wins and the others are cancelled; when the buffer
 // overflows, the attempt that has sent the most messages goes on alone.
 // Hedged streams use the configured hedgingDelay, not [WithAdaptiveHedging].
+//
+// A stream that succeeds at once costs little more than grpc-go's: its
+// first attempt opens on the caller's goroutine and, as in grpc-go's own
+// retries, the application's calls learn of its headers and its end, so
+// that no goroutine of the interceptor runs. A failure is therefore
+// retried, or hedged at once, when the application next receives, sends or
+// asks for headers. A goroutine watches the attempts, and retries or hedges
+// without waiting for the application, from the start when attempts have a
+// per-attempt timeout, and otherwise once the call keeps a second message,
+// an attempt has failed, or the hedging delay has passed. Response headers
+// that arrive before the hedging delay stop the hedge even if the
+// application has not read them: the stats handler that [Client.DialOptions]
+// installs tells of them (with the interceptor alone, a goroutine waits for
+// them).
 //
 // The stream behaves as grpc-go's. SendMsg returns once the attempt in
 // flight has taken the message, or, while an attempt catches up or hedges
