@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/stats"
 )
 
 var okStreamReply = &testpb.StreamingOutputCallResponse{}
@@ -45,7 +46,21 @@ var streamLibs = []grpcLib{
 	{"bare", func(testing.TB, unaryCase) ([]grpc.DialOption, bool) {
 		return []grpc.DialOption{grpc.WithDisableRetry()}, true
 	}},
+	// bare-stats is bare grpc-go with a stats handler that does nothing:
+	// the floor of a hedged stream, whose conn has rebound's handler
+	// (grpc-go builds its stats events for every call once a conn has one).
+	{"bare-stats", func(testing.TB, unaryCase) ([]grpc.DialOption, bool) {
+		return []grpc.DialOption{grpc.WithDisableRetry(), grpc.WithStatsHandler(noopStats{})}, true
+	}},
 }
+
+// noopStats is a stats handler that does nothing.
+type noopStats struct{}
+
+func (noopStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (noopStats) HandleRPC(context.Context, stats.RPCStats)                         {}
+func (noopStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (noopStats) HandleConn(context.Context, stats.ConnStats)                       {}
 
 // BenchmarkStream is the success path of a stream against the server of
 // BenchmarkUnary: a server stream (one request, one response, then the

@@ -143,7 +143,8 @@ func encode(m any, limit int) (entry, bool) {
 type buffer struct {
 	entries []entry
 	base    int
-	bytes   int // the cost of the entries
+	bytes   int      // the cost of the entries
+	first   [1]entry // entries' backing array while it is empty: most calls keep one message
 }
 
 // end returns the number of messages the log has taken.
@@ -154,6 +155,9 @@ func (b *buffer) at(i int) entry { return b.entries[i-b.base] }
 
 // push appends e.
 func (b *buffer) push(e entry) {
+	if b.entries == nil {
+		b.entries = b.first[:0]
+	}
 	b.entries = append(b.entries, e)
 	b.bytes += e.cost()
 }

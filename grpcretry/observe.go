@@ -20,11 +20,17 @@ type trackerKey struct{}
 //     tells an interceptor of them only once the attempt has ended. The
 //     attempt takes its header and trailer from here too (see
 //     headerContext);
+//   - the response headers of a hedged stream's first attempt while no
+//     goroutine waits for them, so that the hedging delay sends no hedge
+//     after them (without the handler a goroutine waits for them);
 //   - grpc-go's transparent retries, counted into the tracker of the call
 //     they belong to, with WithMeterProvider.
 type callStats struct{}
 
 func (callStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	if s := hedgedStream(ctx); s != nil {
+		s.tagged.Store(true)
+	}
 	return ctx
 }
 
@@ -38,9 +44,14 @@ func (callStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 			attemptSpan(ctx).Transparent()
 		}
 	case *stats.InHeader:
-		// Only a hedged unary attempt listens.
-		if c, ok := ctx.Value(headerKey{}).(*headerContext); ok && c.received(&s.Header) {
-			attemptSpan(c).Committed(whyHeaders)
+		// Only a hedged attempt listens: a unary one's headers commit
+		// the call; a stream's are noted for its hedging delay.
+		if c, ok := ctx.Value(headerKey{}).(*headerContext); ok {
+			if c.received(&s.Header) {
+				attemptSpan(c).Committed(whyHeaders)
+			}
+		} else if s := hedgedStream(ctx); s != nil {
+			s.sawHeaders.Store(true) // see startHedged
 		}
 	case *stats.InTrailer:
 		if c, ok := ctx.Value(headerKey{}).(*headerContext); ok {

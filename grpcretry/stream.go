@@ -53,6 +53,20 @@ import (
 // overflows, the attempt that has sent the most messages goes on alone.
 // Hedged streams use the configured hedgingDelay, not [WithAdaptiveHedging].
 //
+// A stream that succeeds at once costs little more than grpc-go's: its
+// first attempt opens on the caller's goroutine and, as in grpc-go's own
+// retries, the application's calls learn of its headers and its end, so
+// that no goroutine of the interceptor runs. A failure is therefore
+// retried, or hedged at once, when the application next receives, sends or
+// asks for headers. A goroutine watches the attempts, and retries or hedges
+// without waiting for the application, from the start when attempts have a
+// per-attempt timeout, and otherwise once the call keeps a second message,
+// an attempt has failed, or the hedging delay has passed. Response headers
+// that arrive before the hedging delay stop the hedge even if the
+// application has not read them: the stats handler that [Client.DialOptions]
+// installs tells of them (with the interceptor alone, a goroutine waits for
+// them).
+//
 // The stream behaves as grpc-go's. SendMsg returns once the attempt in
 // flight has taken the message, or, while an attempt catches up or hedges
 // race, once the message is kept; it returns io.EOF once the call has
@@ -97,27 +111,30 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 	s := &clientStream{c: c, desc: desc, cc: cc, method: method, target: t.uri, streamer: streamer, out: n, parent: callCtx, cancelCall: cancel,
 		dec: c.rec.Decisions(callCtx, method, t.uri)}
 	s.cond.L = &s.mu
+	s.live, s.opening = s.live1[:0], s.opening1[:0]
 	s.opts, s.wb = splitWriteBack(opts)
 	// Under rebound_distinct, the call's attempts go to distinct
 	// backends, hedges and retries alike.
 	s.dctx.Context = callCtx
-	s.ctx, s.cancelCtx = context.WithCancel(&s.dctx)
+	s.ctx = &s.dctx
 	if p.hedge != nil {
-		s.hedger = &hedging{maxAttempts: mc.HedgingPolicy.Attempts(c.opts.MaxAttempts), delay: mc.HedgingPolicy.HedgingDelay}
-		s.hedger.budget = p.budget // the throttle, and WithBudget's
+		s.hedging = hedging{maxAttempts: mc.HedgingPolicy.Attempts(c.opts.MaxAttempts), delay: mc.HedgingPolicy.HedgingDelay}
+		s.hedging.budget = p.budget // the throttle, and WithBudget's
+		s.hedger = &s.hedging
 		s.clock, s.codes = c.clock, mc.HedgingPolicy.NonFatalStatusCodes
-		s.events = make(chan attemptEnd, s.hedger.maxAttempts)
-		s.commitCh = make(chan struct{})
 	} else {
 		tok, err := p.retry.AcquireInitialToken(callCtx)
 		if err != nil || tok == nil {
-			s.cancelCtx()
 			return once(callCtx, callCtx != ctx, cancel, nil, n, desc, cc, method, streamer, opts)
 		}
 		s.policy, s.tok, s.clock, s.codes = p.retry, tok, p.retry.Clock(), mc.RetryPolicy.RetryableStatusCodes
 		s.timeout = cp.timeout
 	}
 	s.ctx, s.span = c.startCall(s.ctx, method, t)
+	if s.hedger != nil {
+		s.hctx = hedgedContext{Context: s.ctx, s: s}
+		s.ctx = &s.hctx
+	}
 	if s.cb, _ = p.budget.(rebound.CallBudget); s.cb != nil {
 		s.cb.StartCall() // finish ends it
 	}
@@ -190,9 +207,17 @@ func (o *onceStream) RecvMsg(m any) error {
 // attempts are grpc-go streams; the application's messages are kept in buf
 // and sent to each attempt by whichever goroutine holds the attempt's
 // pumping flag: the application's own in the common case, a goroutine of
-// ours while an attempt catches up or under hedging. A control goroutine
-// watches each attempt for response headers or its end (retryLoop, or
-// hedgeLoop and hedgeAttempt) and decides what follows.
+// ours while an attempt catches up or under hedging.
+//
+// The first attempt of a retried call is opened on the caller's goroutine
+// and, unless it has a per-attempt timeout, watched by the application's
+// own calls, as grpc-go's built-in retries do: RecvMsg, SendMsg or Header
+// learns of its headers, a message or its end, and judges that end. A
+// stream that commits or succeeds at once thus starts no goroutine. Once
+// an attempt fails and is retried, or when a timer must be stopped the
+// moment headers arrive, a control goroutine watches each attempt for
+// response headers or its end (retryLoop, or hedgeLoop and hedgeAttempt)
+// and decides what follows.
 type clientStream struct {
 	c        *Client
 	desc     *grpc.StreamDesc
@@ -212,12 +237,11 @@ type clientStream struct {
 	dctx     distinct.Context // the call's context, with the backends its attempts went to
 	timeout  time.Duration    // retry: per attempt, until it commits; 0 for none
 	timeouts atomic.Int32     // attempts cut by the per-attempt timeout
-	events   chan attemptEnd  // hedging: attempts that failed, for hedgeLoop
-	commitCh chan struct{}    // hedging: closed on commit
+	events   chan attemptEnd  // hedging: attempts that failed, for hedgeLoop; made with it
+	commitCh chan struct{}    // hedging: closed on commit, once hedgeLoop runs
 
 	parent     context.Context    // the caller's, with the method's timeout
-	ctx        context.Context    // parent's, ended when the call finishes
-	cancelCtx  context.CancelFunc // ends ctx
+	ctx        context.Context    // parent's, with the call's span and distinct-backends record
 	cancelCall context.CancelFunc // ends the method's timeout
 	stopAbort  func() bool
 	cb         rebound.CallBudget // the budget, when it counts calls; nil otherwise
@@ -231,11 +255,18 @@ type clientStream struct {
 	direct      atomic.Pointer[attempt]
 	isCommitted atomic.Bool // mirrors state.committed, so SendMsg can skip keeping
 	throttled   atomic.Bool // hedging: the budget refused a hedge
-	reported    sync.Once
+	// Hedging: callStats has tagged an attempt, and so will tell of
+	// response headers (sawHeaders) as they arrive.
+	tagged, sawHeaders atomic.Bool
+	reported           sync.Once
 
 	mu   sync.Mutex
 	cond sync.Cond // broadcast on every change of the state
 	state
+
+	first    attempt     // the first attempt's, without an allocation of its own
+	live1    [1]*attempt // live's first backing array
+	opening1 [1]*attempt // opening's
 }
 
 // state is the part of a clientStream that its mu guards.
@@ -252,8 +283,17 @@ type state struct {
 	attempts  int
 	tok       rebound.Token // retry: the token of the attempt in flight or next
 	opened    bool          // an attempt has been put in flight
-	done      bool
-	final     error // once done: io.EOF on success, else a *callError
+	watched   bool          // a control goroutine watches the attempts opened from now on
+	ended     chan struct{} // made with the first control goroutine, closed when the call ends
+	// Hedging, until hedgeLoop runs: what starts it after the hedging
+	// delay, and when the first attempt was opened.
+	hedgeTimer *time.Timer
+	hedgeQuit  chan struct{} // with a clock other than the real one
+	begun      time.Time
+	hctx       hedgedContext // hedging: the attempts' context, for callStats
+	hedging    hedging       // what hedger points to
+	done       bool
+	final      error // once done: io.EOF on success, else a *callError
 
 	// retries is how many retries or hedges the budget admitted whose
 	// end cb has not been told of (see endRetriesLocked).
@@ -263,13 +303,23 @@ type state struct {
 // start runs the call's control goroutine and returns the stream once the
 // first attempt is open, or the error if no attempt could be opened.
 func (s *clientStream) start() (grpc.ClientStream, error) {
-	s.stopAbort = context.AfterFunc(s.parent, s.abort)
+	if s.parent.Done() != nil {
+		s.stopAbort = context.AfterFunc(s.parent, s.abort)
+	} else {
+		s.stopAbort = never // the caller's context never ends
+	}
 	if s.hedger != nil {
-		go s.hedgeLoop()
+		s.startHedged()
 	} else if n := s.count(); n > 0 {
 		// The first attempt opens here, saving the common case a
-		// hand-off to the control goroutine.
-		if a := s.open(n); a != nil {
+		// hand-off to a control goroutine. Its timer must stop when
+		// headers arrive, whether or not the application is reading:
+		// then a control goroutine watches it from the start.
+		s.watched = s.timeout > 0
+		if a := s.open(n); a != nil && (a.watched || a.cs == nil) {
+			s.mu.Lock()
+			s.watchedLocked()
+			s.mu.Unlock()
 			go s.retryLoop(a)
 		}
 	}
@@ -284,6 +334,9 @@ func (s *clientStream) start() (grpc.ClientStream, error) {
 	}
 	return s, nil
 }
+
+// never is the stop function of an AfterFunc that was not needed.
+func never() bool { return false }
 
 // SendMsg keeps m for later attempts if it can and sends it to the
 // attempts in flight; see [Client.StreamClientInterceptor].
@@ -322,8 +375,20 @@ func (s *clientStream) send(m any) error {
 		return io.EOF
 	}
 	if s.sentLast {
+		var a *attempt
+		if len(s.live) == 1 && s.live[0].cancel == nil {
+			a = s.live[0]
+		}
 		s.mu.Unlock()
-		return s.sendError(nil, status.Error(codes.Internal, "SendMsg called after CloseSend"))
+		err := status.Error(codes.Internal, "SendMsg called after CloseSend")
+		if a != nil {
+			// a has no context of its own to end; grpc-go ends its
+			// stream on the same mistake.
+			if e := a.cs.SendMsg(m); e != nil && e != io.EOF {
+				err = e
+			}
+		}
+		return s.sendError(a, err)
 	}
 	if !s.desc.ClientStreams {
 		s.sentLast = true
@@ -348,6 +413,12 @@ func (s *clientStream) release(n int) { s.c.release(n) }
 // with mu held; it unlocks.
 func (s *clientStream) sendKept(m any, e entry) error {
 	at := s.buf.end()
+	if at > 0 && !s.watched {
+		// The call keeps more than one message: a control goroutine
+		// watches for the headers that free them, and retries a failed
+		// attempt without waiting for the application to notice.
+		s.watchLocked()
+	}
 	s.buf.push(e)
 	var mine *attempt
 	for _, a := range s.live {
@@ -355,7 +426,7 @@ func (s *clientStream) sendKept(m any, e entry) error {
 			continue // the pumping goroutine sends it too
 		}
 		a.pumping = true
-		if s.hedger != nil {
+		if s.hedger != nil && s.watched {
 			go s.pump(a)
 		} else {
 			mine = a
@@ -373,7 +444,7 @@ func (s *clientStream) sendKept(m any, e entry) error {
 	// sent, as grpc-go would say: the call's status comes from RecvMsg.
 	// Otherwise, if another attempt follows, it will be sent m with the
 	// rest.
-	if s.sentOn(mine, at) || s.awaitNext(mine) {
+	if s.sentOn(mine, at) || s.follow(mine) {
 		return nil
 	}
 	return io.EOF
@@ -429,7 +500,7 @@ func (s *clientStream) CloseSend() error {
 			continue
 		}
 		a.pumping = true
-		if s.hedger != nil && !s.committed {
+		if s.hedger != nil && s.watched && !s.committed {
 			go s.pump(a)
 		} else {
 			mine = a
@@ -468,13 +539,16 @@ func (s *clientStream) RecvMsg(m any) error {
 		}
 		a.recvMu.Unlock()
 		if err == nil {
-			s.received(a)
+			if !s.received(a) {
+				// A hedge that lost while the application read it.
+				continue
+			}
 			if s.desc.ServerStreams {
 				return nil
 			}
 			return s.recvEnd(a, nil)
 		}
-		if s.awaitNext(a) {
+		if s.follow(a) {
 			continue
 		}
 		return s.recvEnd(a, err)
@@ -490,7 +564,7 @@ func (s *clientStream) reader() *attempt {
 		if s.winner != nil {
 			return s.winner
 		}
-		if s.policy != nil && len(s.live) > 0 {
+		if s.single() {
 			return s.live[0]
 		}
 		s.cond.Wait()
@@ -498,8 +572,9 @@ func (s *clientStream) reader() *attempt {
 	return nil
 }
 
-// received commits the call to a, which has delivered a message.
-func (s *clientStream) received(a *attempt) {
+// received commits the call to a, which has delivered a message, and
+// reports whether the call is a's.
+func (s *clientStream) received(a *attempt) bool {
 	a.timer.Stop() // a message commits the attempt: it is never cut after
 	s.mu.Lock()
 	if !s.done {
@@ -515,6 +590,7 @@ func (s *clientStream) received(a *attempt) {
 	if mine {
 		s.rd = a
 	}
+	return mine
 }
 
 // recvEnd ends the call after RecvMsg on a returned err: nil after the
@@ -544,7 +620,7 @@ func (s *clientStream) Header() (metadata.MD, error) {
 			a = s.last
 		case s.winner != nil:
 			a = s.winner
-		case s.policy != nil && len(s.live) > 0:
+		case s.single():
 			a = s.live[0]
 		}
 		if a != nil && a.md != nil {
@@ -552,6 +628,13 @@ func (s *clientStream) Header() (metadata.MD, error) {
 		}
 		if s.done {
 			return nil, nil
+		}
+		if a != nil && !a.watched && !a.judging {
+			// No one else waits for a's headers: wait here.
+			s.mu.Unlock()
+			s.watchHere(a)
+			s.mu.Lock()
+			continue
 		}
 		s.cond.Wait()
 	}
@@ -594,10 +677,17 @@ func (s *clientStream) current() *attempt {
 	if s.winner != nil {
 		return s.winner
 	}
-	if s.policy != nil && len(s.live) > 0 {
+	if s.single() {
 		return s.live[0]
 	}
 	return nil
+}
+
+// single reports whether the call has one attempt in flight, to read
+// from before it commits: always under a retry policy, and under hedging
+// until the machinery of hedges starts. Called with mu held.
+func (s *clientStream) single() bool {
+	return len(s.live) > 0 && (s.policy != nil || !s.watched)
 }
 
 // terminal returns the call's result once it has ended, after the

@@ -35,6 +35,7 @@ type attempt struct {
 	verdict *ratelimit.Verdict
 
 	// Guarded by the call's mu.
+	watched bool        // a control goroutine watches it; otherwise the application's calls do
 	next    int         // the next kept message to send on cs
 	closed  bool        // CloseSend was sent on cs
 	pumping bool        // a goroutine is sending on cs
@@ -94,7 +95,11 @@ func (s *clientStream) count() int {
 // the kept messages. It returns an attempt with a nil cs if grpc-go could
 // not open it, and nil if the call has ended or committed meanwhile.
 func (s *clientStream) open(n int) *attempt {
-	a := &attempt{n: n}
+	a := &s.first
+	if n > 1 {
+		a = &attempt{}
+	}
+	a.n = n
 	ctx := s.ctx
 	if s.hedger != nil {
 		// A hedge still being opened when the call commits is cancelled
@@ -110,6 +115,12 @@ func (s *clientStream) open(n int) *attempt {
 		// stream once it has committed.
 		ctx, a.timer, a.cancel = perattempt.Start(ctx, s.timeout)
 		a.actx = ctx
+	} else if n > 1 {
+		// A retry can be cancelled when the call ends while it is in
+		// flight. The first attempt cannot be, and need not: each way
+		// the call can end with it in flight ends its stream too (see
+		// finish).
+		ctx, a.cancel = context.WithCancel(ctx)
 	}
 	if n > 1 {
 		ctx = withPreviousAttempts(ctx, n-1)
@@ -138,6 +149,7 @@ func (s *clientStream) open(n int) *attempt {
 		}
 		return a
 	}
+	a.watched = s.watched
 	s.live = append(s.live, a)
 	s.opened = true
 	if s.buf.end() > 0 || s.closed {
@@ -226,10 +238,10 @@ func (s *clientStream) sendError(a *attempt, err error) error {
 func (s *clientStream) awaitNext(a *attempt) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for !s.done && !a.judged && a.md == nil {
+	for !s.done && !a.judged && !a.lost && a.md == nil {
 		s.cond.Wait()
 	}
-	return !s.done && a.judged
+	return !s.done && (a.judged || a.lost)
 }
 
 // commitLocked commits the call to w: no further attempts, the others
@@ -240,6 +252,7 @@ func (s *clientStream) commitLocked(w *attempt) {
 	}
 	s.committed = true
 	s.isCommitted.Store(true)
+	s.stopHedgeLocked()
 	s.winner = w
 	s.release(s.buf.freeBefore(w.next))
 	for _, a := range s.live {
@@ -359,7 +372,7 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 	} else {
 		info = s.c.opts.verdict(a.verdict, s.method, a6.Info(s.codes.Has(serviceconfig.Code(status.Code(err))), a.pushback(), committed), err, md, a.trailer())
 	}
-	if a.timer != nil {
+	if a.cancel != nil {
 		a.cancel() // the attempt's own context ends with it
 	}
 	endAttempt(a.span, err, info, false)
@@ -461,6 +474,10 @@ func (s *clientStream) finish(a *attempt, err, reason error) {
 		return
 	}
 	s.done = true
+	s.stopHedgeLocked()
+	if s.ended != nil {
+		close(s.ended)
+	}
 	for _, l := range s.live {
 		l.timer.Stop()
 	}
@@ -493,7 +510,7 @@ func (s *clientStream) finish(a *attempt, err, reason error) {
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	s.stopAbort()
-	s.cancelCtx()
+	s.cancelAttempts()
 	s.cancelCall()
 	s.report()
 	s.record(err, reason)
@@ -527,9 +544,6 @@ func (s *clientStream) record(err, reason error) {
 // once the call has ended. It runs once; later calls wait for the first.
 func (s *clientStream) report() {
 	s.reported.Do(func() {
-		// The call has ended; make sure its attempts have too, so that
-		// reading their metadata does not block.
-		s.cancelCtx()
 		s.mu.Lock()
 		a, final, n := s.last, s.final, s.attempts
 		s.mu.Unlock()
@@ -562,23 +576,12 @@ func (s *clientStream) report() {
 }
 
 // retryLoop is the control goroutine of a call under a retryPolicy, from
-// its first attempt a on: it waits for the attempt's response headers
-// (which commit the call and end the loop) or its end, and retries per the
-// policy.
+// attempt a on, or with a nil a from the retry after an attempt that has
+// been judged: it waits for each attempt's response headers (which commit
+// the call and end the loop) or its end, and retries per the policy.
 func (s *clientStream) retryLoop(a *attempt) {
-	for {
-		err := a.err
-		if a.cs != nil {
-			if md, _ := a.cs.Header(); md != nil {
-				s.gotHeaders(a, md)
-				return
-			}
-			if err = a.status(); err == io.EOF {
-				s.succeeded(a)
-				return
-			}
-		}
-		if !s.judge(a, err, false) || !s.backoff() {
+	for a == nil || s.watch(a) {
+		if !s.backoff() {
 			return
 		}
 		n := s.count()
@@ -591,6 +594,104 @@ func (s *clientStream) retryLoop(a *attempt) {
 	}
 }
 
+// retryLater starts the control goroutine for the retry after an attempt
+// that the application's calls watched and that has been judged.
+func (s *clientStream) retryLater() {
+	s.mu.Lock()
+	s.watchedLocked()
+	s.mu.Unlock()
+	go s.retryLoop(nil)
+}
+
+// watch waits for the response headers of a, a retried call's attempt, or
+// for its end, and reports whether another attempt follows: headers commit
+// the call to a, and an end without them is judged.
+func (s *clientStream) watch(a *attempt) bool {
+	err := a.err
+	if a.cs != nil {
+		if md, _ := a.cs.Header(); md != nil {
+			s.gotHeaders(a, md)
+			return false
+		}
+		if err = a.status(); err == io.EOF {
+			s.succeeded(a)
+			return false
+		}
+	}
+	return s.judge(a, err, false)
+}
+
+// follow reports whether another attempt follows a, whose stream is done,
+// once its end has been judged. When no control goroutine watches a, the
+// caller judges it, and starts the retry if there is one.
+func (s *clientStream) follow(a *attempt) bool {
+	s.mu.Lock()
+	watched := a.watched
+	s.mu.Unlock()
+	if !watched {
+		s.watchHere(a)
+	}
+	return s.awaitNext(a)
+}
+
+// watchLocked starts the control goroutine of a call whose attempt in
+// flight the application's calls have watched so far: a retried call's
+// retryLoop, a hedged call's machinery. Called with mu held.
+func (s *clientStream) watchLocked() {
+	if s.hedger != nil {
+		s.hedgeLaterLocked(hedgeArm)
+		return
+	}
+	s.watchedLocked()
+	for _, a := range s.live {
+		if !a.watched && !a.judging {
+			a.watched = true
+			go s.retryLoop(a)
+		}
+	}
+}
+
+// watchedLocked records that control goroutines watch the call's attempts
+// from now on, and gives them the channel that tells them when the call
+// has ended. Called with mu held.
+func (s *clientStream) watchedLocked() {
+	s.watched = true
+	if s.ended == nil {
+		s.ended = make(chan struct{})
+		if s.done {
+			close(s.ended)
+		}
+	}
+}
+
+// cancelAttempts ends the attempts still in flight once the call has
+// ended, so that reading their metadata does not block. An attempt
+// without a context of its own (a retried call's first) has ended its
+// stream already: the call ended on its status, on a client-side error
+// grpc-go ended it with too, or on the caller's context.
+func (s *clientStream) cancelAttempts() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.live {
+		if a.cancel != nil {
+			a.cancel()
+		}
+	}
+	for _, a := range s.opening {
+		a.cancel()
+	}
+}
+
+// watchHere waits, on the caller's goroutine, for the headers or the end
+// of a, an attempt that no control goroutine watches, and acts on them.
+func (s *clientStream) watchHere(a *attempt) {
+	if s.hedger != nil {
+		s.hedgeWatch(a)
+	} else if s.watch(a) {
+		s.retryLater()
+	}
+}
+
 // backoff waits the delay of the next attempt's token on the policy's
 // clock. It reports false if the call ended first.
 func (s *clientStream) backoff() bool {
@@ -600,13 +701,16 @@ func (s *clientStream) backoff() bool {
 	if d <= 0 {
 		return true
 	}
+	s.mu.Lock()
+	ended := s.ended
+	s.mu.Unlock()
 	t := s.clock.NewTimer(d)
 	select {
 	case <-t.C():
 		return true
-	case <-s.ctx.Done():
-		// The caller's context ended (abort ends the call), or the
-		// call did.
+	case <-ended:
+		// The call ended: by the caller's context (see abort), or
+		// otherwise.
 		t.Stop()
 		return false
 	}

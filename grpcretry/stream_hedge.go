@@ -28,6 +28,153 @@ type attemptEnd struct {
 	err error
 }
 
+// hedgedContext is the context of a hedged stream's attempts: the call's,
+// and the stream, for callStats to tell it of response headers while no
+// goroutine waits for them (see startHedged).
+type hedgedContext struct {
+	context.Context
+	s *clientStream
+}
+
+type hedgedStreamKey struct{}
+
+func (c *hedgedContext) Value(key any) any {
+	if key == (hedgedStreamKey{}) {
+		return c.s
+	}
+	return c.Context.Value(key)
+}
+
+// hedgedStream returns the hedged stream that ctx is an attempt's context
+// of, or nil.
+func hedgedStream(ctx context.Context) *clientStream {
+	s, _ := ctx.Value(hedgedStreamKey{}).(*clientStream)
+	return s
+}
+
+// hedgeStart says what hedgeLoop does first.
+type hedgeStart int
+
+const (
+	hedgeNow  hedgeStart = iota // the hedging delay has passed: send the next hedge
+	hedgeArm                    // wait for what is left of the hedging delay
+	hedgeWait                   // an attempt has failed: its end is in events
+)
+
+// startHedged opens the first attempt of a hedged call on the caller's
+// goroutine. The machinery of hedges (hedgeLoop, and a goroutine watching
+// each attempt) starts only when it is needed: once the hedging delay has
+// passed, the first attempt has failed, or the call keeps a second
+// message; until then the application's own calls watch the attempt, as
+// for a retried call. A call that commits or ends OK first starts none.
+func (s *clientStream) startHedged() {
+	n := s.count()
+	if n == 0 {
+		return
+	}
+	if s.hedger.maxAttempts > 1 && s.hedger.delay > 0 {
+		s.begun = s.clock.Now()
+	}
+	a := s.open(n)
+	if a == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.tagged.Load() && a.cs != nil && s.hedger.maxAttempts > 1 && s.hedger.delay > 0 && !s.done && !s.committed {
+		// Without callStats, nothing tells of the attempt's response
+		// headers, which must stop the hedge: a goroutine waits for
+		// them.
+		a.watched = true
+		go s.hedgeWatch(a)
+	}
+	switch {
+	case s.done || s.committed:
+	case a.cs == nil:
+		a.judging = true
+		s.startHedgingLocked(hedgeWait)
+		s.events <- attemptEnd{a, a.err}
+	case s.hedger.maxAttempts <= 1:
+		// No hedge to send: the attempt is the call's only one, and the
+		// machinery starts only if it fails before it commits.
+	case s.hedger.delay <= 0:
+		s.startHedgingLocked(hedgeNow)
+	case s.clock == rebound.RealClock():
+		s.hedgeTimer = time.AfterFunc(s.hedger.delay, s.hedgeDue)
+	default:
+		// Another clock (a fake one, in tests) has no AfterFunc: a
+		// goroutine waits on its timer.
+		t := s.clock.NewTimer(s.hedger.delay)
+		quit := make(chan struct{})
+		s.hedgeQuit = quit
+		go func() {
+			select {
+			case <-t.C():
+				s.hedgeDue()
+			case <-quit:
+				t.Stop()
+			}
+		}()
+	}
+}
+
+// hedgeDue starts the machinery of hedges once the hedging delay has
+// passed, unless the call has committed or the machinery runs already.
+func (s *clientStream) hedgeDue() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.done && !s.committed && !s.watched {
+		s.hedgeLaterLocked(hedgeNow)
+	}
+}
+
+// hedgeLaterLocked starts the machinery of hedges, beginning with first,
+// unless callStats has told of the first attempt's response headers: they
+// commit the call to it once read, so a goroutine reads them, and no hedge
+// is sent. Called with mu held.
+func (s *clientStream) hedgeLaterLocked(first hedgeStart) {
+	if !s.sawHeaders.Load() {
+		s.startHedgingLocked(first)
+		return
+	}
+	for _, a := range s.live {
+		if !a.watched && !a.judging {
+			a.watched = true
+			go s.hedgeWatch(a)
+		}
+	}
+}
+
+// stopHedgeLocked keeps the hedging delay's timer from starting the
+// machinery. Called with mu held.
+func (s *clientStream) stopHedgeLocked() {
+	if s.hedgeTimer != nil {
+		s.hedgeTimer.Stop()
+		s.hedgeTimer = nil
+	}
+	if s.hedgeQuit != nil {
+		close(s.hedgeQuit)
+		s.hedgeQuit = nil
+	}
+}
+
+// startHedgingLocked starts the machinery of hedges: hedgeLoop, which
+// begins with first, and a goroutine watching each attempt in flight that
+// none watches yet. Called with mu held.
+func (s *clientStream) startHedgingLocked(first hedgeStart) {
+	s.watchedLocked()
+	s.stopHedgeLocked()
+	s.events = make(chan attemptEnd, s.hedger.maxAttempts)
+	s.commitCh = make(chan struct{})
+	for _, a := range s.live {
+		if !a.watched && !a.judging {
+			a.watched = true
+			go s.hedgeWatch(a)
+		}
+	}
+	go s.hedgeLoop(first, s.events, s.commitCh, s.ended)
+}
+
 // hedgeLoop is the control goroutine of a call under a hedgingPolicy. It
 // sends the hedges, as rebound.Hedge does for a unary call: the first at
 // once, each further one after the hedging delay while attempts remain and
@@ -35,16 +182,17 @@ type attemptEnd struct {
 // its pushback delay; a pushback "stop" sends no more); a fatal failure
 // ends the call. The loop ends when the call commits (an attempt's
 // headers, message or OK end, or a buffer overflow; see hedgeAttempt) or
-// ends.
-func (s *clientStream) hedgeLoop() {
+// ends. The first attempt is already in flight when it starts; first says
+// what it does first.
+func (s *clientStream) hedgeLoop(first hedgeStart, events <-chan attemptEnd, commitCh, ended <-chan struct{}) {
 	h := s.hedger
 	maxAttempts, budget := h.maxAttempts, h.budget
 	var (
 		timer   rebound.Timer
 		timerC  <-chan time.Time
 		due     time.Time // when timer fires
-		sent    int
-		running int
+		sent    = 1       // the first attempt's
+		running = 1
 		stopped bool  // no further hedges: pushback said stop or the budget refused
 		reason  error = rebound.ErrAttemptsExhausted
 	)
@@ -107,10 +255,12 @@ func (s *clientStream) hedgeLoop() {
 		timerC = timer.C()
 	}
 
-	if !launch() {
-		return
+	switch first {
+	case hedgeNow:
+		hedge()
+	case hedgeArm:
+		arm(h.delay - s.clock.Now().Sub(s.begun))
 	}
-	arm(h.delay)
 	var (
 		last    *attempt // the attempt that failed last, and how
 		lastErr error
@@ -120,11 +270,11 @@ func (s *clientStream) hedgeLoop() {
 		case <-timerC:
 			timer, timerC = nil, nil
 			hedge()
-		case <-s.commitCh:
+		case <-commitCh:
 			return
-		case <-s.ctx.Done():
+		case <-ended:
 			return
-		case e := <-s.events:
+		case e := <-events:
 			running--
 			a, err := e.a, e.err
 			s.mu.Lock()
@@ -196,10 +346,7 @@ func (s *clientStream) hedgeLoop() {
 	}
 }
 
-// hedgeAttempt opens hedged attempt n and watches it: response headers
-// commit the call to it, and so does an OK end; a failure goes to
-// hedgeLoop, unless the call has committed to the attempt already (a
-// buffer overflow chose it), in which case the failure ends the call.
+// hedgeAttempt opens hedged attempt n and watches it.
 func (s *clientStream) hedgeAttempt(n int) {
 	a := s.open(n)
 	if a == nil {
@@ -209,6 +356,15 @@ func (s *clientStream) hedgeAttempt(n int) {
 		s.events <- attemptEnd{a, a.err}
 		return
 	}
+	s.hedgeWatch(a)
+}
+
+// hedgeWatch waits for the headers or the end of a hedged attempt:
+// response headers commit the call to it, and so does an OK end; a
+// failure goes to hedgeLoop, which starts now if it does not run yet,
+// unless the call has committed to the attempt already (a buffer overflow
+// chose it), in which case the failure ends the call.
+func (s *clientStream) hedgeWatch(a *attempt) {
 	if md, _ := a.cs.Header(); md != nil {
 		s.gotHeaders(a, md)
 		return
@@ -232,12 +388,21 @@ func (s *clientStream) hedgeAttempt(n int) {
 		s.commitLocked(a)
 		s.mu.Unlock()
 		s.succeeded(a)
+	case a.judging:
+		// Its end has been told already: the application's calls and
+		// a goroutine of the machinery both watched it.
+		s.mu.Unlock()
 	default:
 		// Out of the running before hedgeLoop hears of it, so that an
 		// overflow cannot commit the call to it meanwhile.
 		s.live = slices.DeleteFunc(s.live, func(o *attempt) bool { return o == a })
 		a.judging, a.broken = true, true
+		if !s.watched {
+			s.startHedgingLocked(hedgeWait)
+		}
+		events := s.events
 		s.mu.Unlock()
-		s.events <- attemptEnd{a, err}
+		a.cancel() // its stream has ended: its context too
+		events <- attemptEnd{a, err}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound"
@@ -225,12 +226,18 @@ func TestHedgedStreamRefusedAfterPushback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The application's Recv learns of the failure, and waits for what
+	// follows.
+	recvErr := make(chan error, 1)
+	go func() {
+		_, err := recvBodies(st)
+		recvErr <- err
+	}()
 	if !clk.WaitCreated(2) { // the hedging delay, then the pushback delay
 		t.Fatal("no pushback timer")
 	}
 	clk.Advance(50 * time.Millisecond)
-	_, err = recvBodies(st)
-	wantGaveUp(t, err, codes.Unavailable, 1, rebound.ErrThrottled)
+	wantGaveUp(t, <-recvErr, codes.Unavailable, 1, rebound.ErrThrottled)
 }
 
 // TestHedgeOverflowKeepsAttemptWithMostMessages overflows the buffer of a
@@ -306,5 +313,76 @@ func TestHedgeOverflowKeepsAttemptWithMostMessages(t *testing.T) {
 	}
 	if b := grpcretry.BufferedBytes(rc); b != 0 {
 		t.Fatalf("%d bytes still kept", b)
+	}
+}
+
+// headerSignal is a stats handler that tells when a response's headers
+// have arrived at the client. Installed after rebound's own, it runs after
+// it.
+type headerSignal chan struct{}
+
+func (h headerSignal) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (h headerSignal) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if _, ok := s.(*stats.InHeader); ok {
+		select {
+		case h <- struct{}{}:
+		default:
+		}
+	}
+}
+func (h headerSignal) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (h headerSignal) HandleConn(context.Context, stats.ConnStats)                       {}
+
+// TestHedgedStreamHeadersBeforeDelay: the first attempt's response headers
+// arrive before the hedging delay while the application reads nothing;
+// when the delay passes no hedge is sent (A6: headers commit the call),
+// whether rebound hears of the headers from its stats handler or, when
+// only its interceptor is installed, from a goroutine waiting for them.
+func TestHedgedStreamHeadersBeforeDelay(t *testing.T) {
+	for _, handler := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stats handler=%v", handler), func(t *testing.T) {
+			release := make(chan struct{})
+			srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(_ int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+				if err := s.SendHeader(metadata.Pairs("k", "v")); err != nil {
+					return err
+				}
+				select {
+				case <-release:
+				case <-s.Context().Done():
+					return s.Context().Err()
+				}
+				return s.Send(&testpb.StreamingOutputCallResponse{})
+			}})
+			clk := clocktest.New()
+			rc, err := grpcretry.New(streamHedgeConfig(t, 3, "1s", `"UNAVAILABLE"`, ""), grpcretry.WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			arrived := make(headerSignal, 1)
+			opts := []grpc.DialOption{grpc.WithStreamInterceptor(rc.StreamClientInterceptor()), grpc.WithStatsHandler(arrived)}
+			if handler {
+				opts = append(rc.DialOptions(), grpc.WithStatsHandler(arrived))
+			}
+			c := testpb.NewTestServiceClient(srv.Dial(t, opts...))
+			var n int
+			st, err := c.StreamingOutputCall(context.Background(), outMsg("req"), grpcretry.CountAttempts(&n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-arrived
+			if !handler && !clk.WaitPending(0) {
+				// The goroutine that waited for the headers has committed
+				// the call and stopped the hedging timer.
+				t.Fatal("the hedging timer is still armed after the headers")
+			}
+			clk.Advance(time.Second)
+			close(release)
+			if got, err := recvBodies(st); err != io.EOF || len(got) != 1 {
+				t.Fatalf("received %d messages, then %v; want 1, then io.EOF", len(got), err)
+			}
+			if got := srv.Count(grpctest.StreamingOutputCall); got != 1 || n != 1 {
+				t.Fatalf("server saw %d attempts, Attempts %d; want 1 (no hedge after the headers)", got, n)
+			}
+		})
 	}
 }

@@ -723,3 +723,81 @@ func TestStreamCreationRetried(t *testing.T) {
 		t.Fatalf("Attempts %d, sleeps %v; want 3 attempts, 2 sleeps", n, clk.Sleeps())
 	}
 }
+
+// TestStreamSendAfterCloseSend: a message sent after CloseSend is an
+// INTERNAL error, as in grpc-go, which ends the call and its attempt in
+// flight: the server sees the stream cancelled, though the attempt (a
+// retried call's first) has no context of its own.
+func TestStreamSendAfterCloseSend(t *testing.T) {
+	ended := make(chan error, 1)
+	srv := grpctest.Start(t, grpctest.Handlers{Bidi: func(_ int, s grpc.BidiStreamingServer[testpb.StreamingOutputCallRequest, testpb.StreamingOutputCallResponse]) error {
+		for {
+			if _, err := s.Recv(); err != nil {
+				break
+			}
+		}
+		<-s.Context().Done()
+		ended <- s.Context().Err()
+		return nil
+	}})
+	c, _ := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""))
+	st, err := c.FullDuplexCall(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(outMsg("m0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(outMsg("m1")); status.Code(err) != codes.Internal {
+		t.Fatalf("Send after CloseSend: %v, want INTERNAL", err)
+	}
+	if _, err := st.Recv(); status.Code(err) != codes.Internal {
+		t.Fatalf("Recv: %v, want INTERNAL", err)
+	}
+	select {
+	case err := <-ended:
+		if err != context.Canceled {
+			t.Fatalf("the server's stream ended with %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the attempt is still open on the server")
+	}
+	if got := srv.Count(grpctest.FullDuplexCall); got != 1 {
+		t.Fatalf("%d attempts, want 1", got)
+	}
+}
+
+// TestStreamHeaderRetries: the application's first call is Header, which
+// learns that attempt 1 failed before any response, retries, and returns
+// the headers of attempt 2.
+func TestStreamHeaderRetries(t *testing.T) {
+	srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(n int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+		if n == 1 {
+			return status.Error(codes.Unavailable, "busy")
+		}
+		if err := s.SendHeader(metadata.Pairs("attempt", fmt.Sprint(n))); err != nil {
+			return err
+		}
+		return s.Send(outReply("r"))
+	}})
+	c, _ := client(t, srv, retryConfig(t, 4, `"UNAVAILABLE"`, ""))
+	var n int
+	st, err := c.StreamingOutputCall(context.Background(), outMsg("req"), grpcretry.CountAttempts(&n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := st.Header()
+	if err != nil || !slices.Equal(md.Get("attempt"), []string{"2"}) {
+		t.Fatalf("Header() = %v, %v; want attempt=2", md, err)
+	}
+	got, err := recvBodies(st)
+	if err != io.EOF || !slices.Equal(got, []string{"r"}) {
+		t.Fatalf("received %v, then %v; want [r], then io.EOF", got, err)
+	}
+	if n != 2 || srv.Count(grpctest.StreamingOutputCall) != 2 {
+		t.Fatalf("Attempts %d, server saw %d; want 2", n, srv.Count(grpctest.StreamingOutputCall))
+	}
+}

@@ -578,13 +578,24 @@ func TestTraceAbandonedStream(t *testing.T) {
 		ctx, root := tr.Start(context.Background(), "test")
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		if _, err := tc.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{}); err != nil {
+		st, err := tc.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		// The application's Recv learns that attempt 1 failed, and waits
+		// for the retry.
+		recvErr := make(chan error, 1)
+		go func() {
+			_, err := st.Recv()
+			recvErr <- err
+		}()
 		if !clk.WaitPending(1) { // the backoff after attempt 1
 			t.Fatal("no backoff started")
 		}
 		cancel()
+		if err := <-recvErr; status.Code(err) != codes.Canceled {
+			t.Fatalf("Recv = %v, want CANCELLED", err)
+		}
 		observetest.Await(t, ends, "Sent."+name, 1)
 		root.End()
 		call, as := callTree(t, exp, root, name, 1)
