@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
-	"google.golang.org/grpc/stats"
 )
 
 var okStreamReply = &testpb.StreamingOutputCallResponse{}
@@ -53,14 +52,6 @@ var streamLibs = []grpcLib{
 		return []grpc.DialOption{grpc.WithDisableRetry(), grpc.WithStatsHandler(noopStats{})}, true
 	}},
 }
-
-// noopStats is a stats handler that does nothing.
-type noopStats struct{}
-
-func (noopStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
-func (noopStats) HandleRPC(context.Context, stats.RPCStats)                         {}
-func (noopStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (noopStats) HandleConn(context.Context, stats.ConnStats)                       {}
 
 // BenchmarkStream is the success path of a stream against the server of
 // BenchmarkUnary: a server stream (one request, one response, then the
