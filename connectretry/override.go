@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/internal/override"
 	"github.com/rebound-go/rebound/internal/perattempt"
 	"github.com/rebound-go/rebound/serviceconfig"
@@ -68,7 +69,7 @@ func (i *Interceptor) policyFor(t *target, cp callPolicy) *policyEntry {
 // timeoutError is the error of an attempt cut by its per-attempt timeout:
 // CodeDeadlineExceeded, with a message naming the timeout; errors.Is finds
 // rebound.ErrAttemptTimeout through it. It is retried whatever the codes.
-func timeoutError(d time.Duration) *attemptError {
+func timeoutError(d time.Duration) *a6.Failure {
 	err := connect.NewError(connect.CodeDeadlineExceeded, perattempt.NewError("connectretry", d))
-	return &attemptError{err: err, info: perattempt.Info(false)}
+	return &a6.Failure{Err: err, Info: perattempt.Info(false)}
 }

@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/internal/perattempt"
 	"github.com/rebound-go/rebound/internal/ratelimit"
@@ -315,7 +316,7 @@ func (s *serverStream) attempt(msg any) error {
 		if err := s.replay(ctx); err != nil {
 			s.tr.Failed(s.attempts, rebound.RetryInfo{}, s.clock.Now())
 			endAttempt(s.as, err, false)
-			return &attemptError{err: err} // not retryable
+			return &a6.Failure{Err: err} // not retryable
 		}
 	} else {
 		s.tr.Start(time.Time{})
@@ -336,7 +337,7 @@ func (s *serverStream) attempt(msg any) error {
 		s.eof = err
 		return nil
 	}
-	var ae *attemptError
+	var ae *a6.Failure
 	if s.timer != nil && perattempt.TimedOut(s.ctx, s.tctx) {
 		ae = timeoutError(s.timeout)
 		s.tr.TimedOut()
@@ -344,7 +345,7 @@ func (s *serverStream) attempt(msg any) error {
 	} else {
 		ae = classify(s.verdict, err, s.mc.RetryPolicy.RetryableStatusCodes, &s.i.opts, s.spec.Procedure)
 	}
-	s.tr.Failed(s.attempts, ae.info, s.clock.Now())
+	s.tr.Failed(s.attempts, ae.Info, s.clock.Now())
 	endAttempt(s.as, ae, false)
 	return ae
 }

@@ -159,7 +159,7 @@ func (u *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
 		connect.CodeOf(err) == connect.CodeDeadlineExceeded && perattempt.ServerTimedOut(ctx, actx, u.timeout))
 	cancel()
 	if err != nil {
-		var ae *attemptError
+		var ae *a6.Failure
 		if timedOut {
 			ae = timeoutError(u.timeout)
 			v.Release() // no classifier judged the answer, if one came
@@ -174,7 +174,7 @@ func (u *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
 		if timedOut {
 			u.tr.TimedOut()
 		}
-		u.tr.Failed(u.attempts, ae.info, u.clock.Now())
+		u.tr.Failed(u.attempts, ae.Info, u.clock.Now())
 		return nil, ae
 	}
 	endAttempt(as, nil, false)
@@ -231,16 +231,6 @@ func attemptHeader(h http.Header, previous int) http.Header {
 	return c
 }
 
-// attemptError is a failed attempt's error with what A6 makes of it.
-type attemptError struct {
-	err  error
-	info rebound.RetryInfo
-}
-
-func (e *attemptError) Error() string                { return e.err.Error() }
-func (e *attemptError) Unwrap() error                { return e.err }
-func (e *attemptError) RetryInfo() rebound.RetryInfo { return e.info }
-
 // classify describes a failed attempt of procedure for the engine:
 // retryable (or non-fatal) when its code is in codes, with the server's
 // pushback and RetryInfo, then as the interceptor's classifier says (see
@@ -248,7 +238,7 @@ func (e *attemptError) RetryInfo() rebound.RetryInfo { return e.info }
 // nothing of a response to the application before the call returns, so a
 // failed attempt can be replaced without the caller seeing two responses.
 // v holds the attempt's answer to the rate limit for the verdict, if any.
-func classify(v *ratelimit.Verdict, err error, codes serviceconfig.CodeSet, o *options, procedure string) *attemptError {
+func classify(v *ratelimit.Verdict, err error, codes serviceconfig.CodeSet, o *options, procedure string) *a6.Failure {
 	code := connect.CodeUnknown
 	var pushback []string
 	var ce *connect.Error
@@ -259,7 +249,7 @@ func classify(v *ratelimit.Verdict, err error, codes serviceconfig.CodeSet, o *o
 	info := a6.Info(codes.Has(serviceconfig.Code(code)), pushback, false)
 	d, has := retryDelay(ce)
 	info = o.Hints.Apply(info, serviceconfig.Code(code), d, has)
-	return &attemptError{err: err, info: o.verdict(v, procedure, ce, err, info)}
+	return &a6.Failure{Err: err, Info: o.verdict(v, procedure, ce, err, info)}
 }
 
 // hedgeUnary runs a unary call as A6 hedged attempts.
@@ -291,7 +281,7 @@ func (i *Interceptor) hedgeUnary(ctx context.Context, d observe.Decisions, span 
 		if err != nil {
 			ae := classify(v, err, codes, &i.opts, procedure)
 			endAttempt(as, ae, lost)
-			tr.Failed(attempt, ae.info, time.Time{})
+			tr.Failed(attempt, ae.Info, time.Time{})
 			return won{}, ae
 		}
 		if !lost {
@@ -372,9 +362,9 @@ func giveUp(ctx context.Context, err error) error {
 		return err
 	}
 	last := re.Err
-	var ae *attemptError
+	var ae *a6.Failure
 	if errors.As(last, &ae) {
-		last = ae.err
+		last = ae.Err
 	}
 	if last == nil || ctx.Err() != nil && re.Reason == context.Cause(ctx) {
 		// The caller's context ended the call, perhaps while it waited

@@ -223,20 +223,9 @@ type unaryCall struct {
 // one allocation where each would take its own: the first failure and the
 // second attempt's context.
 type retryState struct {
-	first  failure
+	first  a6.Failure
 	second previousCtx
 }
-
-// failure is a failed attempt's error with its classification, which
-// rebound.Classify finds as it finds rebound.Mark's.
-type failure struct {
-	err  error
-	info rebound.RetryInfo
-}
-
-func (f *failure) Error() string                { return f.err.Error() }
-func (f *failure) Unwrap() error                { return f.err }
-func (f *failure) RetryInfo() rebound.RetryInfo { return f.info }
 
 // attemptMD receives an attempt's header and trailer, and holds the call
 // options of the common case without another allocation: two of the
@@ -287,31 +276,31 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	// The failure is classified where the loop will read it: the first
 	// in the call's retry state, made now, a later one in its own.
 	first := u.retry == nil
-	var f *failure
+	var f *a6.Failure
 	if first {
 		u.retry = new(retryState)
 		f = &u.retry.first
 	} else {
-		f = new(failure)
+		f = new(a6.Failure)
 	}
 	if timedOut {
-		err, f.info = newTimeoutError(u.timeout), perattempt.Info(committed)
+		err, f.Info = newTimeoutError(u.timeout), perattempt.Info(committed)
 		v.Release() // no classifier judged the answer, if one came
 	} else {
 		retryable := u.codes.Has(serviceconfig.Code(status.Code(err)))
-		f.info = u.c.opts.verdict(v, u.method, a6.Info(retryable, u.md.trailer[a6.PushbackHeader], committed), err, u.md.header, u.md.trailer)
+		f.Info = u.c.opts.verdict(v, u.method, a6.Info(retryable, u.md.trailer[a6.PushbackHeader], committed), err, u.md.header, u.md.trailer)
 	}
-	f.err, u.last = err, err
+	f.Err, u.last = err, err
 	if u.md.header != nil {
 		as.Committed(whyHeaders)
 	}
 	if as != nil {
-		endAttempt(as, err, f.info, false)
+		endAttempt(as, err, f.Info, false)
 	}
 	if first && u.tr == nil {
 		u.tally.Start(time.Time{}) // the first attempt, not noted until now
 	}
-	u.failed(u.c.now(), f.info.HasRetryAfter, timedOut)
+	u.failed(u.c.now(), f.Info.HasRetryAfter, timedOut)
 	return struct{}{}, f
 }
 

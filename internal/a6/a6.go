@@ -218,3 +218,15 @@ func Once(throttle *rebound.Throttle, s Settings) *rebound.Retrier {
 	p, _ := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 1, Backoff: rebound.DefaultBackoff()}, opts...)
 	return p
 }
+
+// Failure is a failed attempt's error with what A6 makes of it, which
+// rebound.Classify reads as it reads rebound.Mark's: a front door that
+// keeps it in its own state marks an attempt's error without allocating.
+type Failure struct {
+	Err  error
+	Info rebound.RetryInfo
+}
+
+func (f *Failure) Error() string                { return f.Err.Error() }
+func (f *Failure) Unwrap() error                { return f.Err }
+func (f *Failure) RetryInfo() rebound.RetryInfo { return f.Info }
