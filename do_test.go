@@ -398,14 +398,7 @@ func TestDoCallsOverriddenInitialToken(t *testing.T) {
 // loop: the first attempt runs before any token is made, and the retry's
 // token lives on DoValue's stack.
 func TestDoRetryAllocatesNothing(t *testing.T) {
-	retrier, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 3, Backoff: rebound.Backoff{Initial: 1, Max: 1, Multiplier: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	standard, err := rebound.NewStandard(rebound.WithBackoff(rebound.Backoff{Initial: 1, Max: 1, Multiplier: 1}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	retrier, standard := builtinStrategies(t)
 	fail := rebound.Retryable(errFlaky)
 	for _, s := range []rebound.Strategy{retrier, standard} {
 		n := 0

@@ -49,14 +49,7 @@ func TestClassifyContextErrors(t *testing.T) {
 // rejection sits in its error's tree, under both built-in strategies, and
 // is made once.
 func TestDoRejectedLocallyInTree(t *testing.T) {
-	retrier, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 3, Backoff: rebound.Backoff{Initial: 1, Max: 1, Multiplier: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	standard, err := rebound.NewStandard(rebound.WithBackoff(rebound.Backoff{Initial: 1, Max: 1, Multiplier: 1}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	retrier, standard := builtinStrategies(t)
 	retry := rebound.RetryInfo{Safety: rebound.SafetyYes}
 	errs := map[string]error{
 		"rate limited":       rebound.Mark(fmt.Errorf("send: %w", rebound.ErrRateLimited), retry),
@@ -72,4 +65,20 @@ func TestDoRejectedLocallyInTree(t *testing.T) {
 			}
 		}
 	}
+}
+
+// builtinStrategies returns a Retrier and a Standard strategy that allow
+// three attempts with next to no backoff.
+func builtinStrategies(t *testing.T) (*rebound.Retrier, *rebound.Standard) {
+	t.Helper()
+	backoff := rebound.Backoff{Initial: 1, Max: 1, Multiplier: 1}
+	retrier, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 3, Backoff: backoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	standard, err := rebound.NewStandard(rebound.WithBackoff(backoff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return retrier, standard
 }
