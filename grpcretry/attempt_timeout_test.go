@@ -381,3 +381,48 @@ func TestPerAttemptRecvTimeoutConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestPerAttemptTimeoutHeadersAtTheInstant: a first attempt that answers
+// just before, at, or just after its per-attempt timeout either commits
+// (its answer came in time) or is retried (its timer fired first); never
+// does a call commit to an attempt whose timer has cut it, which would
+// end the stream with an error that no retry follows. The server's delay
+// walks across the timeout to meet the timer at the same instant.
+func TestPerAttemptTimeoutHeadersAtTheInstant(t *testing.T) {
+	const timeout = 20 * time.Millisecond
+	srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(_ int, r *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+		md, _ := metadata.FromIncomingContext(s.Context())
+		if len(md.Get("grpc-previous-rpc-attempts")) == 0 {
+			// The first attempt answers after the delay the call asks for.
+			select {
+			case <-time.After(time.Duration(r.GetResponseParameters()[0].GetIntervalUs()) * time.Microsecond):
+			case <-s.Context().Done():
+				return s.Context().Err()
+			}
+		}
+		return s.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: []byte("ok")}})
+	}})
+	// Retries answer at once, but a loaded machine may still take a
+	// timeout over one: five attempts.
+	tc, _ := client(t, srv, retryConfig(t, 5, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(timeout))
+	for i := range 120 {
+		delay := timeout - 3*time.Millisecond + time.Duration(i%60)*100*time.Microsecond
+		req := &testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{IntervalUs: int32(delay / time.Microsecond)}}}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		st, err := tc.StreamingOutputCall(ctx, req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		m, err := st.Recv()
+		if err != nil || string(m.GetPayload().GetBody()) != "ok" {
+			cancel()
+			t.Fatalf("call %d (first answer after %v): %q, %v; want ok from one attempt or the other", i, delay, m.GetPayload().GetBody(), err)
+		}
+		if _, err := st.Recv(); err != io.EOF {
+			cancel()
+			t.Fatalf("call %d: end of stream: %v", i, err)
+		}
+		cancel()
+	}
+}

@@ -540,7 +540,8 @@ func (s *clientStream) RecvMsg(m any) error {
 		a.recvMu.Unlock()
 		if err == nil {
 			if !s.received(a) {
-				// A hedge that lost while the application read it.
+				// A hedge that lost while the application read it, or
+				// an attempt cut by its timer as it answered.
 				continue
 			}
 			if s.desc.ServerStreams {
@@ -575,9 +576,13 @@ func (s *clientStream) reader() *attempt {
 // received commits the call to a, which has delivered a message, and
 // reports whether the call is a's.
 func (s *clientStream) received(a *attempt) bool {
-	a.timer.Stop() // a message commits the attempt: it is never cut after
+	// A message commits the attempt: it is never cut after. Unless its
+	// end was judged first, the call not committed: its timer fired as
+	// its headers came (see gotHeaders), and it is being retried; the
+	// message is dropped, unseen, for the retry's.
+	a.timer.Stop()
 	s.mu.Lock()
-	if !s.done {
+	if !s.done && (!a.broken || s.committed) {
 		if !s.committed {
 			// The message came after its headers, which commit the call:
 			// whichever of them the call heard of first.

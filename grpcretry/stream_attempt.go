@@ -309,12 +309,19 @@ func (s *clientStream) commitOverflowLocked() bool {
 }
 
 // gotHeaders records a's response headers, which commit the call to a
-// unless it has committed already.
-func (s *clientStream) gotHeaders(a *attempt, md metadata.MD) {
+// unless it has committed already, and reports whether they were taken.
+// They are not when a's per-attempt timer fired as they came and the call
+// had not committed: a's context is cut, the application has seen
+// nothing of it, and a is judged as timed out, like an attempt whose
+// headers came a moment later.
+func (s *clientStream) gotHeaders(a *attempt, md metadata.MD) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Headers commit the attempt: it is never cut after.
+	if !a.timer.Stop() && !s.committed {
+		return false
+	}
 	a.md = md
-	a.timer.Stop() // headers commit the attempt: it is never cut after
 	if !s.done {
 		if !s.committed {
 			// Told before commitLocked ends the others' spans, so that
@@ -324,6 +331,7 @@ func (s *clientStream) gotHeaders(a *attempt, md metadata.MD) {
 		s.commitLocked(a)
 	}
 	s.cond.Broadcast()
+	return true
 }
 
 // claimLocked makes the caller the one to judge a's end, and reports
@@ -609,8 +617,7 @@ func (s *clientStream) retryLater() {
 func (s *clientStream) watch(a *attempt) bool {
 	err := a.err
 	if a.cs != nil {
-		if md, _ := a.cs.Header(); md != nil {
-			s.gotHeaders(a, md)
+		if md, _ := a.cs.Header(); md != nil && s.gotHeaders(a, md) {
 			return false
 		}
 		if err = a.status(); err == io.EOF {

@@ -365,8 +365,7 @@ func (s *clientStream) hedgeAttempt(n int) {
 // unless the call has committed to the attempt already (a buffer overflow
 // chose it), in which case the failure ends the call.
 func (s *clientStream) hedgeWatch(a *attempt) {
-	if md, _ := a.cs.Header(); md != nil {
-		s.gotHeaders(a, md)
+	if md, _ := a.cs.Header(); md != nil && s.gotHeaders(a, md) {
 		return
 	}
 	err := a.status()

@@ -15,6 +15,7 @@ package perattempt
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rebound-go/rebound"
@@ -46,7 +47,17 @@ func noop() {}
 // zero value, and a nil *Timer, time nothing.
 type Timer struct {
 	t *time.Timer
+	// state settles the race of the timer against Stop: whichever moves
+	// it from running first decides whether the attempt is cut.
+	state atomic.Int32
 }
+
+// The states of a Timer.
+const (
+	running int32 = iota
+	stopped       // Stop came first: the attempt is never cut
+	fired         // the timer came first: the attempt's context is cut
+)
 
 // Start returns the context of an attempt that must commit within d, and
 // its timer: once d has passed without [Timer.Stop], the context is
@@ -62,7 +73,12 @@ func Start(ctx context.Context, d time.Duration) (context.Context, *Timer, conte
 	if cdl, ok := ctx.Deadline(); ok && !time.Now().Add(d).Before(cdl) {
 		return actx, nil, func() { cancel(nil) }
 	}
-	t := &Timer{t: time.AfterFunc(d, func() { cancel(rebound.ErrAttemptTimeout) })}
+	t := new(Timer)
+	t.t = time.AfterFunc(d, func() {
+		if t.state.CompareAndSwap(running, fired) {
+			cancel(rebound.ErrAttemptTimeout)
+		}
+	})
 	return actx, t, func() {
 		t.Stop()
 		cancel(nil)
@@ -71,12 +87,17 @@ func Start(ctx context.Context, d time.Duration) (context.Context, *Timer, conte
 
 // Stop stops the timer: the attempt has committed, and from now on only
 // its context's other ends (the call's deadline, a cancellation) end it.
-// It reports whether the timer was stopped before it fired.
+// It reports whether the timer was stopped before it fired, however often
+// it is called: false means the attempt's context is cut, or about to be,
+// so that response headers that came at that instant must not commit the
+// call to it.
 func (t *Timer) Stop() bool {
 	if t == nil || t.t == nil {
 		return true
 	}
-	return t.t.Stop()
+	t.t.Stop()
+	t.state.CompareAndSwap(running, stopped)
+	return t.state.Load() == stopped
 }
 
 // TimedOut reports whether actx, the context of an attempt derived from

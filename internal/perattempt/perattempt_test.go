@@ -3,6 +3,7 @@ package perattempt
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -48,6 +49,55 @@ func TestStartStop(t *testing.T) {
 	var nilTimer *Timer
 	if !nilTimer.Stop() {
 		t.Fatal("a nil timer's Stop")
+	}
+}
+
+// TestStopSettlesTheRace: Stop answers the same however often it is
+// called, and once either side has won, the other cannot change the
+// outcome: a stopped timer never cuts the attempt, and a fired one
+// reports false, so that headers that came at that instant do not commit
+// the call to an attempt whose context is cut.
+func TestStopSettlesTheRace(t *testing.T) {
+	a, timer, cancel := Start(context.Background(), time.Hour)
+	defer cancel()
+	if !timer.Stop() || !timer.Stop() {
+		t.Fatal("a timer stopped before it fired reports it fired on a second Stop")
+	}
+	if a.Err() != nil {
+		t.Fatalf("a stopped timer's attempt ended: %v", a.Err())
+	}
+
+	b, timer, bcancel := Start(context.Background(), time.Nanosecond)
+	defer bcancel()
+	<-b.Done()
+	if timer.Stop() || timer.Stop() {
+		t.Fatal("Stop after the timer fired reports it stopped in time")
+	}
+	if context.Cause(b) != rebound.ErrAttemptTimeout {
+		t.Fatalf("cause %v, want ErrAttemptTimeout", context.Cause(b))
+	}
+
+	// Stop racing the timer, many times: whoever wins, Stop's answer
+	// matches whether the attempt was cut.
+	for range 2000 {
+		c, timer, ccancel := Start(context.Background(), time.Microsecond)
+		time.Sleep(time.Duration(rand.IntN(3)) * time.Microsecond)
+		stoppedInTime := timer.Stop()
+		if stoppedInTime {
+			// Give a timer that lost the race the time to (wrongly) cut.
+			time.Sleep(10 * time.Microsecond)
+			if context.Cause(c) == rebound.ErrAttemptTimeout {
+				ccancel()
+				t.Fatal("Stop reported true, but the timer cut the attempt")
+			}
+		} else {
+			<-c.Done()
+			if context.Cause(c) != rebound.ErrAttemptTimeout {
+				ccancel()
+				t.Fatalf("Stop reported false, but the attempt ended with %v", context.Cause(c))
+			}
+		}
+		ccancel()
 	}
 }
 
