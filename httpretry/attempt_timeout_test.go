@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -161,6 +162,70 @@ func TestPerAttemptTimeoutNotWritten(t *testing.T) {
 	}
 	if st := tr.Stats()["POST "+strings.TrimPrefix(srv.URL, "http://")]; st.AttemptTimeouts != 1 {
 		t.Fatalf("stats %+v, want 1 attempt timeout", st)
+	}
+}
+
+// stallingBody is a replayable request body that sends a few bytes and
+// then stalls, as an upload from a slow source does: until it is closed,
+// or for ten per-attempt timeouts, after which its source fails (net/http
+// waits for a body's Read to return before it ends a cut request).
+type stallingBody struct {
+	sent   bool
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newStallingBody() *stallingBody { return &stallingBody{closed: make(chan struct{})} }
+
+func (b *stallingBody) Read(p []byte) (int, error) {
+	if !b.sent {
+		b.sent = true
+		return copy(p, "par"), nil
+	}
+	select {
+	case <-b.closed:
+	case <-time.After(10 * attemptTimeout):
+	}
+	return 0, io.ErrClosedPipe
+}
+
+func (b *stallingBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+
+// TestPerAttemptTimeoutHeadersWritten: a POST cut while its body was still
+// being written has reached the server (its handler runs on the headers),
+// so it is not sent again, though the whole request was never written.
+func TestPerAttemptTimeoutHeadersWritten(t *testing.T) {
+	srv := newServer(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // ends when the client gives up
+	})
+	client, _ := newClient(t, httpretry.WithPerAttemptTimeout(attemptTimeout))
+	var bodies []*stallingBody
+	t.Cleanup(func() {
+		for _, b := range bodies {
+			b.Close()
+		}
+	})
+	body := func() (io.ReadCloser, error) {
+		b := newStallingBody()
+		bodies = append(bodies, b)
+		return b, nil
+	}
+	first, _ := body()
+	req, err := http.NewRequest(http.MethodPost, srv.URL, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.GetBody = body
+	req.ContentLength = 1 << 20
+	_, err = client.Do(req)
+	if !errors.Is(err, rebound.ErrAttemptTimeout) || !errors.Is(err, rebound.ErrNotRetryable) {
+		t.Fatalf("err %v, want the per-attempt timeout, not retryable", err)
+	}
+	if got := srv.attempts(); got != 1 {
+		t.Fatalf("server saw %d attempts, want 1", got)
 	}
 }
 

@@ -334,10 +334,10 @@ func WithLogger(l *slog.Logger) Option {
 // its response headers arrive; reading the body is never cut. The attempt
 // is cancelled alone, through a context of its own; the request's
 // deadline, if any, still bounds every attempt. A request that may have
-// reached the server (its request was written, as net/http's
-// httptrace.WroteRequest reports) is retried only when it is idempotent
-// ([WithIdempotent]); one cut before it was written is retried whatever
-// its method. When no attempt follows, RoundTrip fails with an error for
+// reached the server (its headers were written, as net/http's
+// httptrace.WroteHeaders reports: a handler may act on them before the
+// body ends) is retried only when it is idempotent ([WithIdempotent]);
+// one cut before its headers were written is retried whatever its method. When no attempt follows, RoundTrip fails with an error for
 // which errors.Is(err, rebound.ErrAttemptTimeout) holds, and whose
 // Timeout method reports true, as http.Client expects of a timeout. Hedged
 // requests ([WithHedging]) are not timed: the hedging delay sends the next

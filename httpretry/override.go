@@ -103,7 +103,7 @@ func (c *call) timed(r *http.Request) (*http.Response, error, bool) {
 	var wrote wroteState
 	actx = httptrace.WithClientTrace(actx, &httptrace.ClientTrace{
 		GetConn:      func(string) { wrote.traced.Store(true) },
-		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.wrote.Store(true) },
+		WroteHeaders: func() { wrote.wrote.Store(true) },
 	})
 	resp, err := c.t.sendWith(r.WithContext(actx), c.idempotent, c.status)
 	if !timer.Stop() && err == nil {
@@ -139,7 +139,9 @@ func (c *call) timed(r *http.Request) (*http.Response, error, bool) {
 }
 
 // wroteState is what httptrace told of an attempt: whether the transport
-// reports traces at all, and whether it wrote the whole request.
+// reports traces at all, and whether it wrote the request's headers, on
+// which a server may act before the body ends (WroteRequest would not
+// tell: net/http calls it when the write ends, failed or not).
 type wroteState struct {
 	traced, wrote atomic.Bool
 }
