@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"weak"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -73,4 +74,28 @@ func TestClosedConnsReleased(t *testing.T) {
 	}
 	t.Logf("heap %d -> %d bytes", base, after)
 	runtime.KeepAlive(c) // what it holds must count in both readings
+}
+
+// TestLatestConnAndClientCollected: the conn of a Client's latest call,
+// which the Client holds strongly to know it at the next call, is
+// collected once closed and left, and so is a Client left after its last
+// call, though it drops that conn after every collection.
+func TestLatestConnAndClientCollected(t *testing.T) {
+	c, err := grpcretry.New(retryConfig(t, 3, `"UNAVAILABLE"`, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient("passthrough:///127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	if err := c.UnaryClientInterceptor()(context.Background(), grpctest.UnaryCall, grpctest.Request("x"), new(struct{}), cc, ok); err != nil {
+		t.Fatal(err)
+	}
+	cc.Close()
+	conn, client := weak.Make(cc), weak.Make(c)
+	cc, c = nil, nil
+	settle(t, func() bool { return conn.Value() == nil })
+	settle(t, func() bool { return client.Value() == nil })
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/rebound-go/rebound/internal/distinct"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/internal/perattempt"
+	"github.com/rebound-go/rebound/internal/ratelimit"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -32,7 +33,8 @@ import (
 // header, trailer and peer the options receive. Each hedge carries
 // grpc-previous-rpc-attempts, and each attempt's context a distinct.Call,
 // from which the rebound_distinct balancer sends hedges, and retries
-// alike, to backends not used yet. A reply that is not a non-nil pointer cannot be given to
+// alike, to backends not used yet (see package grpcretry/distinct for the
+// calls that start before the process has such a balancer). A reply that is not a non-nil pointer cannot be given to
 // several attempts: such a call is made once. [WithAdaptiveHedging] makes
 // the delay follow the method's latency.
 func (c *Client) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
@@ -67,6 +69,9 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	if p.err != nil {
 		return status.Error(codes.Internal, "grpcretry: "+method+": "+p.err.Error())
 	}
+	if p.plain && cp.timeout == 0 {
+		return c.retried(ctx, t, cp, p, method, req, reply, cc, invoker, opts, n)
+	}
 	var d observe.Decisions
 	d.Reset(c.rec, ctx, method, t.uri)
 	ctx, tr := c.callTracker(ctx)
@@ -96,19 +101,16 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 		strategy, codes, timeout = p.retry, mc.RetryPolicy.RetryableStatusCodes, cp.timeout
 	}
 	opts, onFinish := splitOnFinish(opts)
-	md := new(attemptMD)
+	md := new(callMD)
 	// Field by field, not as a composite literal: the compiler builds
 	// that aside and copies it in 16-byte moves, each of which stalls
 	// on the 8-byte stores it reads (a tenth of the call in a profile).
 	var u unaryCall
-	u.method, u.req, u.reply, u.cc, u.invoker, u.md, u.codes = method, req, reply, cc, invoker, md, codes
+	u.method, u.req, u.reply, u.cc, u.invoker, u.md, u.codes = method, req, reply, cc, invoker, &md.attemptMD, codes
 	u.c, u.tr, u.span, u.timeout = c, tr, span, timeout
 	u.unbuffered, u.sized = unbuffered, unbuffered
 	u.opts = append(md.buf[:0], opts...)
 	u.opts = append(u.opts, grpc.Header(&md.header), grpc.Trailer(&md.trailer))
-	// Under rebound_distinct, the call's attempts go to distinct
-	// backends; the context that records them lives in md, at no
-	// further allocation.
 	md.dctx.Context = ctx
 	call := observe.Hooks[struct{}](&d)
 	if span != nil {
@@ -134,6 +136,73 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	}
 	err = u.result(ctx, err)
 	endCall(span, err)
+	for _, f := range onFinish {
+		f(err)
+	}
+	return err
+}
+
+// retried makes a call under a plain retry policy (see policyEntry.plain)
+// without a per-attempt timeout, the common case, whose first attempt
+// needs none of the loop: it is made here, and a call that succeeds at
+// once returns with what the loop would have recorded (the budget's
+// success, the call in the statistics). A first attempt that fails is
+// handed to the loop as its first attempt's result, and judged there.
+func (c *Client) retried(ctx context.Context, t *target, cp callPolicy, p *policyEntry, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int) error {
+	opts, onFinish := splitOnFinish(opts)
+	var (
+		md   *attemptMD
+		actx = ctx // the attempts' context
+	)
+	if len(opts) <= 1 && !distinct.InUse() {
+		// A generated stub's one option (grpc.StaticMethod) and the
+		// call's two in 64 bytes, where callMD takes 112: the size of
+		// this allocation is most of what a call that succeeds at once
+		// costs, in the allocator and the garbage collector.
+		pm := new(plainMD)
+		md, opts = &pm.attemptMD, append(pm.buf[:0], opts...)
+	} else {
+		cm := new(callMD)
+		cm.dctx.Context = ctx
+		md, opts, actx = &cm.attemptMD, append(cm.buf[:0], opts...), &cm.dctx
+	}
+	opts = append(opts, grpc.Header(&md.header), grpc.Trailer(&md.trailer))
+	err := invoker(actx, method, req, reply, cc, opts...)
+	if err == nil {
+		if b := p.retry.Budget(); b != nil {
+			b.RecordSuccess()
+		}
+		if n != nil {
+			*n = 1
+		}
+		if cp.m != nil {
+			c.succeeded(cp.m)
+		} else {
+			c.record(ctx, method, t.uri, nil, 1, false, nil)
+		}
+		for _, f := range onFinish {
+			f(nil)
+		}
+		return nil
+	}
+	var u unaryCall
+	u.method, u.req, u.reply, u.cc, u.invoker, u.md, u.codes = method, req, reply, cc, invoker, md, cp.mc.RetryPolicy.RetryableStatusCodes
+	u.c, u.opts, u.made = c, opts, err
+	var d observe.Decisions
+	d.Reset(c.rec, ctx, method, t.uri)
+	call := observe.Hooks[struct{}](&d)
+	_, err = call.Retry(actx, p.retry, u.attempt)
+	c.release(u.reserved)
+	if n != nil {
+		*n = u.attempts
+	}
+	st := u.tally.Call(method, t.uri, false, observe.Reason(err))
+	if cp.m != nil {
+		c.rec.EndOf(ctx, *c.stats(cp.m), &st)
+	} else {
+		c.rec.End(ctx, &st)
+	}
+	err = u.result(ctx, err)
 	for _, f := range onFinish {
 		f(err)
 	}
@@ -212,6 +281,7 @@ type unaryCall struct {
 	timeout    time.Duration     // per attempt, until it commits; 0 for none
 
 	attempts int
+	made     error         // the first attempt's error, when it was made before the loop (see Client.retried)
 	last     error         // the last attempt's status error
 	sized    bool          // the request has been measured against the buffer limits
 	reserved int           // the bytes of the client's total buffer the request took
@@ -227,15 +297,33 @@ type retryState struct {
 	second previousCtx
 }
 
-// attemptMD receives an attempt's header and trailer, and holds the call
-// options of the common case without another allocation: two of the
-// caller's (a generated stub's grpc.StaticMethod and one more) and the
-// call's two. Its size is most of what a call that succeeds at once costs,
-// in allocation and garbage collection: every byte is paid on each call.
+// attemptMD receives an attempt's header and trailer. It lives in a
+// callMD or a plainMD, with the call options that point into it: the
+// call's one heap allocation, whose size is most of what a call that
+// succeeds at once costs, in allocation and garbage collection: every
+// byte is paid on each call.
 type attemptMD struct {
 	header, trailer metadata.MD
-	buf             [4]grpc.CallOption
-	dctx            distinct.Context // the call's context, with the backends its attempts used
+}
+
+// callMD holds the call options of the common case without another
+// allocation (two of the caller's, a generated stub's grpc.StaticMethod
+// and one more, and the call's two), and the call's context.
+type callMD struct {
+	attemptMD
+	buf [4]grpc.CallOption
+	// Under rebound_distinct, the call's attempts go to distinct
+	// backends; the context that records them lives here, at no further
+	// allocation.
+	dctx distinct.Context
+}
+
+// plainMD is callMD for a call that has at most one option of the
+// caller's and needs no record of its backends: no rebound_distinct
+// balancer has been built in the process (see distinct.InUse).
+type plainMD struct {
+	attemptMD
+	buf [3]grpc.CallOption
 }
 
 // attempt makes one attempt of a retried call.
@@ -251,6 +339,13 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	case u.tr != nil:
 		u.tr.Start(time.Time{})
 	}
+	if u.made != nil {
+		// Client.retried made the first attempt, in the plain case:
+		// no span, no verdict, no per-attempt timeout.
+		err := u.made
+		u.made = nil
+		return u.judge(err, false, nil, nil)
+	}
 	u.md.header, u.md.trailer = nil, nil
 	ctx, as := startAttempt(ctx, u.span, u.attempts)
 	ctx, v := u.c.opts.awaitVerdict(ctx)
@@ -259,6 +354,13 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	timedOut := err != nil && u.timeout > 0 && (perattempt.TimedOut(ctx, actx) ||
 		status.Code(err) == codes.DeadlineExceeded && perattempt.ServerTimedOut(ctx, actx, u.timeout))
 	cancel()
+	return u.judge(err, timedOut, as, v)
+}
+
+// judge ends an attempt whose invoker returned err: a success, or a
+// failure classified for the loop. as is the attempt's span and v its
+// verdict, nil when the call has neither.
+func (u *unaryCall) judge(err error, timedOut bool, as *observe.AttemptSpan, v *ratelimit.Verdict) (struct{}, error) {
 	// endAttempt checks as itself, but its RetryInfo argument is a
 	// large copy to make for nothing.
 	if err == nil {

@@ -55,6 +55,16 @@ func (c *Call) Addresses() []string {
 
 func (c *Call) usedLocked(addr string) bool { return slices.Contains(c.addrs, addr) }
 
+// inUse is set when the process builds its first balancer of this policy.
+var inUse atomic.Bool
+
+// InUse reports whether a balancer of this policy has been built in the
+// process: until then no picker reads a [Call], and a caller may leave it
+// out. A conn builds its balancer before its first pick, so a call that
+// starts before the process's first rebound_distinct conn has one may
+// miss it; its attempts then go where the child policy sends them.
+func InUse() bool { return inUse.Load() }
+
 type callKey struct{}
 
 // NewContext returns a copy of ctx that carries c. A nil c returns ctx.
@@ -118,6 +128,7 @@ type builder struct{}
 func (builder) Name() string { return Name }
 
 func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
+	inUse.Store(true)
 	return &distinctBalancer{cc: cc, opts: opts, addrs: map[balancer.SubConn]string{}}
 }
 

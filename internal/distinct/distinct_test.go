@@ -283,6 +283,9 @@ func TestRetriesOnDistinctBackends(t *testing.T) {
 			}
 			tc := testpb.NewTestServiceClient(c.Dial(t, append(rc.DialOptions(), lb)...))
 			warmUp(t, c, tc)
+			if policy == distinct.Name && !distinct.InUse() {
+				t.Fatal("a conn has picked under the policy, and InUse is false: grpcretry would leave the record out")
+			}
 			c.SetHandlers(grpctest.Handlers{
 				Unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 					return nil, status.Error(codes.Unavailable, "busy")
