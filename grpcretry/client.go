@@ -253,22 +253,36 @@ func (c *Client) hedges() bool {
 // target returns the retry state of cc, made on first use and dropped once
 // cc has been collected: a process that opens and closes conns keeps no
 // state for the closed ones.
+//
+// The conn of a call is pinned (see pinned) when no other is since the
+// last collection: a Client on one conn, the common case, finds it by its
+// address, and one that calls on many conns by turns pays no allocation
+// for pinning each in its turn.
 func (c *Client) target(cc *grpc.ClientConn) *target {
-	if p := c.last.Load(); p != nil && p.cc == cc && p.t.current() {
+	p := c.last.Load()
+	if p != nil && p.cc == cc && p.t.current() {
 		return p.t
 	}
+	t := c.lookup(cc)
+	if p == nil || p.cc == cc {
+		// The pin is free, or cc's config has changed.
+		c.last.CompareAndSwap(p, &pinned{cc, t})
+	}
+	return t
+}
+
+// lookup returns the retry state of cc in c.targets, made on first use.
+func (c *Client) lookup(cc *grpc.ClientConn) *target {
 	key := weak.Make(cc)
 	for {
 		v, ok := c.targets.Load(key)
 		if ok {
 			old := v.(*target)
 			if old.current() {
-				c.last.Store(&pinned{cc, old})
 				return old
 			}
 			// The resolver delivered a new config.
 			if t := c.newTarget(cc, key, old.src); c.targets.CompareAndSwap(key, v, t) {
-				c.last.Store(&pinned{cc, t})
 				return t
 			}
 			continue
@@ -284,7 +298,6 @@ func (c *Client) target(cc *grpc.ClientConn) *target {
 				installed.CompareAndDelete(key, c)
 			}, key)
 		}
-		c.last.Store(&pinned{cc, t})
 		return t
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/rebound-go/rebound/grpcretry"
@@ -96,4 +97,30 @@ func BenchmarkInterceptorSuccess(b *testing.B) {
 			}
 		})
 	}
+	// One Client on two conns, called by turns: only one conn is pinned
+	// (Client.target), and the other's calls take no allocation more.
+	b.Run("retry-conns-by-turns", func(b *testing.B) {
+		c, err := grpcretry.New(retryConfig(b, 4, `"UNAVAILABLE"`, ""))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var conns [2]*grpc.ClientConn
+		for i := range conns {
+			if conns[i], err = grpc.NewClient("passthrough:///unused", grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { conns[i].Close() })
+		}
+		unary := c.UnaryClientInterceptor()
+		ctx := context.Background()
+		req, reply := grpctest.Request("ping"), new(testpb.SimpleResponse)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			if err := unary(ctx, grpctest.UnaryCall, req, reply, conns[i%2], invoker); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
