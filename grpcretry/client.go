@@ -32,7 +32,7 @@ type Client struct {
 	cfg  *serviceconfig.Config
 	opts options
 
-	last     atomic.Pointer[pinned] // the conn of the latest call and its target, until the next garbage collection
+	last     atomic.Pointer[target] // the target of the latest call
 	targets  sync.Map               // weak.Pointer[grpc.ClientConn] -> *target, until the conn is collected
 	resolved sync.Map               // target string -> weak.Pointer[resolved], the resolvers' configs
 
@@ -113,36 +113,7 @@ func New(cfg *serviceconfig.Config, opts ...Option) (*Client, error) {
 	if o.Clock == nil {
 		c.epoch = time.Now()
 	}
-	unpinEachCollection(weak.Make(c))
 	return c, nil
-}
-
-// pinned is the conn of a Client's latest call and that conn's target.
-// It holds the conn strongly, so that the next call knows it by its
-// address: while pinned, the conn cannot be collected and its address not
-// taken by another. A conn's target is otherwise found through a weak
-// pointer, whose every reading costs a tenth of a call that succeeds at
-// once.
-type pinned struct {
-	cc *grpc.ClientConn
-	t  *target
-}
-
-// gcTick is an object that dies at the first garbage collection after it
-// is made: a pointer-free object of its size would come from the tiny
-// allocator, which frees it only with its neighbours.
-type gcTick struct{ _ *byte }
-
-// unpinEachCollection drops the pinned conn of c after every garbage
-// collection, for as long as c lives: a conn that is closed and left
-// after its last call stays reachable for one collection more, no longer.
-func unpinEachCollection(c weak.Pointer[Client]) {
-	runtime.AddCleanup(&gcTick{}, func(c weak.Pointer[Client]) {
-		if c := c.Value(); c != nil {
-			c.last.Store(nil)
-			unpinEachCollection(weak.Make(c))
-		}
-	}, c)
 }
 
 // Stats returns a snapshot of the retry statistics of every method that a
@@ -253,36 +224,22 @@ func (c *Client) hedges() bool {
 // target returns the retry state of cc, made on first use and dropped once
 // cc has been collected: a process that opens and closes conns keeps no
 // state for the closed ones.
-//
-// The conn of a call is pinned (see pinned) when no other is since the
-// last collection: a Client on one conn, the common case, finds it by its
-// address, and one that calls on many conns by turns pays no allocation
-// for pinning each in its turn.
 func (c *Client) target(cc *grpc.ClientConn) *target {
-	p := c.last.Load()
-	if p != nil && p.cc == cc && p.t.current() {
-		return p.t
+	if t := c.last.Load(); t != nil && t.cc.Value() == cc && t.current() {
+		return t
 	}
-	t := c.lookup(cc)
-	if p == nil || p.cc == cc {
-		// The pin is free, or cc's config has changed.
-		c.last.CompareAndSwap(p, &pinned{cc, t})
-	}
-	return t
-}
-
-// lookup returns the retry state of cc in c.targets, made on first use.
-func (c *Client) lookup(cc *grpc.ClientConn) *target {
 	key := weak.Make(cc)
 	for {
 		v, ok := c.targets.Load(key)
 		if ok {
 			old := v.(*target)
 			if old.current() {
+				c.last.Store(old)
 				return old
 			}
 			// The resolver delivered a new config.
 			if t := c.newTarget(cc, key, old.src); c.targets.CompareAndSwap(key, v, t) {
+				c.last.Store(t)
 				return t
 			}
 			continue
@@ -296,8 +253,14 @@ func (c *Client) lookup(cc *grpc.ClientConn) *target {
 			runtime.AddCleanup(cc, func(key weak.Pointer[grpc.ClientConn]) {
 				c.targets.Delete(key)
 				installed.CompareAndDelete(key, c)
+				// The latest target holds what came from the conn's
+				// resolver; drop it too.
+				if last := c.last.Load(); last != nil && last.cc == key {
+					c.last.CompareAndSwap(last, nil)
+				}
 			}, key)
 		}
+		c.last.Store(t)
 		return t
 	}
 }

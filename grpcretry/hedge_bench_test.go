@@ -97,8 +97,8 @@ func BenchmarkInterceptorSuccess(b *testing.B) {
 			}
 		})
 	}
-	// One Client on two conns, called by turns: only one conn is pinned
-	// (Client.target), and the other's calls take no allocation more.
+	// One Client on two conns, called by turns: each call finds its
+	// conn's target in the map rather than as the latest (Client.target).
 	b.Run("retry-conns-by-turns", func(b *testing.B) {
 		c, err := grpcretry.New(retryConfig(b, 4, `"UNAVAILABLE"`, ""))
 		if err != nil {

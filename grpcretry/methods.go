@@ -18,6 +18,10 @@ type methodEntry struct {
 	timeout time.Duration
 	policy  *policyEntry                   // nil unless mc retries or hedges and c is enabled
 	stats   atomic.Pointer[observe.Method] // made at the first call that ends
+	// plain: a call needs nothing of mc but its plain retry policy (see
+	// policyEntry.plain): no timeout, per call or per attempt, no call
+	// options. Client.unary goes straight to Client.retried.
+	plain bool
 }
 
 // maxMethods bounds the entries one target keeps: a conn that calls more
@@ -52,6 +56,8 @@ func (c *Client) newMethodEntry(t *target, name string) *methodEntry {
 	m := &methodEntry{name: name, mc: mc, timeout: c.opts.Timeout(mc)}
 	if !c.opts.Disabled && mc != nil && (mc.RetryPolicy != nil || mc.HedgingPolicy != nil) {
 		m.policy = c.policy(t, mc)
+		m.plain = m.policy.plain && m.timeout == 0 && mc.Timeout == 0 &&
+			mc.WaitForReady == nil && mc.MaxRequestMessageBytes == nil && mc.MaxResponseMessageBytes == nil
 	}
 	return m
 }

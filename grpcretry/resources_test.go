@@ -77,9 +77,8 @@ func TestClosedConnsReleased(t *testing.T) {
 }
 
 // TestLatestConnAndClientCollected: the conn of a Client's latest call,
-// which the Client holds strongly to know it at the next call, is
-// collected once closed and left, and so is a Client left after its last
-// call, though it drops that conn after every collection.
+// which the Client keeps to know it at the next call, is collected once
+// closed and left, and so is a Client left after its last call.
 func TestLatestConnAndClientCollected(t *testing.T) {
 	c, err := grpcretry.New(retryConfig(t, 3, `"UNAVAILABLE"`, ""))
 	if err != nil {

@@ -47,6 +47,18 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	if err != nil {
 		return err
 	}
+	if ov == nil && cp.m.plain {
+		return c.retried(ctx, t, cp, cp.m.policy, method, req, reply, cc, invoker, opts, n)
+	}
+	// The rest in a function of its own: its frame, which grows with the
+	// state of a call the loop runs, is not set up for a plain call.
+	return c.policed(ctx, t, cp, method, req, reply, cc, invoker, opts, n)
+}
+
+// policed makes a call that is not plain (see methodEntry.plain): no
+// policy, a hedging policy, a call's override, or a client that traces,
+// meters, limits the rate or gates attempts.
+func (c *Client) policed(ctx context.Context, t *target, cp callPolicy, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int) error {
 	if c.opts.RateLimit != nil {
 		invoker = limitedInvoker(t.limit, invoker)
 	}
@@ -116,7 +128,7 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	if span != nil {
 		call = observe.Traced[struct{}](&d, span)
 	}
-	_, err = call.Retry(&md.dctx, strategy, u.attempt)
+	_, err := call.Retry(&md.dctx, strategy, u.attempt)
 	c.release(u.reserved)
 	if n != nil {
 		*n = u.attempts
