@@ -22,6 +22,10 @@ type methodEntry struct {
 	// policyEntry.plain): no timeout, per call or per attempt, no call
 	// options. Client.unary goes straight to Client.retried.
 	plain bool
+	// bare: a call needs nothing at all, neither a policy, nor anything
+	// of mc, nor the throttle's count of calls without a policy, nor the
+	// client's rate limit or adaptive throttle: Client.unary invokes it.
+	bare bool
 }
 
 // maxMethods bounds the entries one target keeps: a conn that calls more
@@ -56,9 +60,10 @@ func (c *Client) newMethodEntry(t *target, name string) *methodEntry {
 	m := &methodEntry{name: name, mc: mc, timeout: c.opts.Timeout(mc)}
 	if !c.opts.Disabled && mc != nil && (mc.RetryPolicy != nil || mc.HedgingPolicy != nil) {
 		m.policy = c.policy(t, mc)
-		m.plain = m.policy.plain && m.timeout == 0 && mc.Timeout == 0 &&
-			mc.WaitForReady == nil && mc.MaxRequestMessageBytes == nil && mc.MaxResponseMessageBytes == nil
+		m.plain = m.policy.plain && m.timeout == 0 && noSettings(mc)
 	}
+	m.bare = m.policy == nil && (mc == nil || noSettings(mc)) &&
+		(t.cfg.RetryThrottling == nil || c.opts.Disabled) && c.opts.RateLimit == nil && c.opts.AdaptiveThrottle == nil
 	return m
 }
 
@@ -75,4 +80,10 @@ func (c *Client) stats(m *methodEntry) *observe.Method {
 		m.stats.Store(s)
 	}
 	return s
+}
+
+// noSettings reports whether mc sets nothing that callSettings applies:
+// no timeout, waitForReady or message limits.
+func noSettings(mc *serviceconfig.MethodConfig) bool {
+	return mc.Timeout == 0 && mc.WaitForReady == nil && mc.MaxRequestMessageBytes == nil && mc.MaxResponseMessageBytes == nil
 }

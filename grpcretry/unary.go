@@ -47,17 +47,25 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	if err != nil {
 		return err
 	}
-	if ov == nil && cp.m.plain {
+	switch {
+	case ov != nil:
+	case cp.m.plain:
 		return c.retried(ctx, t, cp, cp.m.policy, method, req, reply, cc, invoker, opts, n)
+	case cp.m.bare:
+		if n != nil {
+			*n = 1
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	// The rest in a function of its own: its frame, which grows with the
-	// state of a call the loop runs, is not set up for a plain call.
+	// state of a call the loop runs, is not set up for the common cases.
 	return c.policed(ctx, t, cp, method, req, reply, cc, invoker, opts, n)
 }
 
-// policed makes a call that is not plain (see methodEntry.plain): no
-// policy, a hedging policy, a call's override, or a client that traces,
-// meters, limits the rate or gates attempts.
+// policed makes a call that is neither plain nor bare (see methodEntry):
+// under a hedging policy, a call's override, settings of its method
+// config, or a client that traces, meters, limits the rate or gates
+// attempts.
 func (c *Client) policed(ctx context.Context, t *target, cp callPolicy, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int) error {
 	if c.opts.RateLimit != nil {
 		invoker = limitedInvoker(t.limit, invoker)
