@@ -617,8 +617,16 @@ func (s *clientStream) retryLater() {
 func (s *clientStream) watch(a *attempt) bool {
 	err := a.err
 	if a.cs != nil {
-		if md, _ := a.cs.Header(); md != nil && s.gotHeaders(a, md) {
-			return false
+		if md, _ := a.cs.Header(); md != nil {
+			if s.gotHeaders(a, md) {
+				return false
+			}
+			// Its timer fired as the headers came: a is cut, and judged
+			// timed out once its context is done. Nothing is read from
+			// its stream (a.status), where the application may be
+			// reading the message that came with the headers.
+			<-a.actx.Done()
+			return s.judge(a, context.Cause(a.actx), false)
 		}
 		if err = a.status(); err == io.EOF {
 			s.succeeded(a)
