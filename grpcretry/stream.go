@@ -123,11 +123,9 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		s.hedger = &s.hedging
 		s.clock, s.codes = c.clock, mc.HedgingPolicy.NonFatalStatusCodes
 	} else {
-		tok, err := p.retry.AcquireInitialToken(callCtx)
-		if err != nil || tok == nil {
-			return once(callCtx, callCtx != ctx, cancel, nil, n, desc, cc, method, streamer, opts)
-		}
-		s.policy, s.tok, s.clock, s.codes = p.retry, tok, p.retry.Clock(), mc.RetryPolicy.RetryableStatusCodes
+		// The first attempt's token is made at its failure (see
+		// clientStream.judge): a call that succeeds at once makes none.
+		s.policy, s.clock, s.codes = p.retry, p.retry.Clock(), mc.RetryPolicy.RetryableStatusCodes
 		s.timeout = cp.timeout
 	}
 	s.ctx, s.span = c.startCall(s.ctx, method, t)
@@ -281,7 +279,7 @@ type state struct {
 	last      *attempt               // the attempt whose result the call ended with
 	spans     []*observe.AttemptSpan // the attempts' spans, when the call is traced
 	attempts  int
-	tok       rebound.Token // retry: the token of the attempt in flight or next
+	tok       rebound.Token // retry: the token of the attempt in flight or next; nil until the first attempt fails
 	opened    bool          // an attempt has been put in flight
 	watched   bool          // a control goroutine watches the attempts opened from now on
 	ended     chan struct{} // made with the first control goroutine, closed when the call ends

@@ -393,6 +393,11 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 		s.endRetriesLocked(s.retries) // a was the retry in flight, if any
 		s.mu.Unlock()
 	}
+	if tok == nil {
+		// The first attempt failed: its token, which a built-in strategy
+		// makes without condition, is made now.
+		tok, _ = s.policy.AcquireInitialToken(s.parent)
+	}
 	next, rerr := s.policy.RefreshToken(s.parent, tok, rebound.Mark(err, info))
 	if rerr != nil {
 		s.finish(a, err, rerr)
@@ -454,12 +459,15 @@ func (s *clientStream) succeeded(a *attempt) {
 	}
 	tok := s.tok
 	s.mu.Unlock()
-	if s.policy != nil {
+	switch {
+	case s.policy != nil && tok == nil:
+		firstSuccess(s.policy)
+	case s.policy != nil:
 		// The attempt succeeded; a strategy that rejects its own token
 		// cannot change that.
 		_ = s.policy.RecordSuccess(tok)
-	} else if b := s.hedger.budget; b != nil {
-		b.RecordSuccess()
+	case s.hedger.budget != nil:
+		s.hedger.budget.RecordSuccess()
 	}
 	s.finish(a, io.EOF, nil)
 }

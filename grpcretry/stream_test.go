@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -512,6 +513,44 @@ func TestStreamPushbackAndThrottling(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A stream whose first attempt succeeds refills the throttle as a retried
+// one does (A6: every successful RPC adds tokenRatio), though it makes no
+// token of its own.
+func TestStreamSuccessRefillsThrottle(t *testing.T) {
+	var failing atomic.Bool
+	failing.Store(true)
+	srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(int, *testpb.StreamingOutputCallRequest, grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+		if failing.Load() {
+			return status.Error(codes.Unavailable, "busy")
+		}
+		return nil
+	}})
+	cfg := retryConfig(t, 3, `"UNAVAILABLE"`, `,"retryThrottling":{"maxTokens":4,"tokenRatio":1}`)
+	c, _ := streamClient(t, srv, cfg, clocktest.NewAuto(), grpcretry.WithServerName(fmt.Sprintf("%s-%p", t.Name(), srv)))
+	call := func() error {
+		st, err := c.StreamingOutputCall(context.Background(), outMsg("req"))
+		if err != nil {
+			return err
+		}
+		if _, err = recvBodies(st); err == io.EOF {
+			return nil
+		}
+		return err
+	}
+	// Tokens 4, threshold 2: 4→3 retry, 3→2 refused.
+	wantGaveUp(t, call(), codes.Unavailable, 2, rebound.ErrThrottled)
+	failing.Store(false)
+	for range 2 { // 2→4
+		if err := call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failing.Store(true)
+	// Refilled: 4→3 retry, 3→2 refused again. Without the successes'
+	// tokens the first failure would be refused at once.
+	wantGaveUp(t, call(), codes.Unavailable, 2, rebound.ErrThrottled)
 }
 
 func TestStreamBackoffPastDeadline(t *testing.T) {

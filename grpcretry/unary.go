@@ -34,9 +34,10 @@ import (
 // grpc-previous-rpc-attempts, and each attempt's context a distinct.Call,
 // from which the rebound_distinct balancer sends hedges, and retries
 // alike, to backends not used yet (see package grpcretry/distinct for the
-// calls that start before the process has such a balancer). A reply that is not a non-nil pointer cannot be given to
-// several attempts: such a call is made once. [WithAdaptiveHedging] makes
-// the delay follow the method's latency.
+// calls that start before the process has such a balancer). A reply that
+// is not a non-nil pointer cannot be given to several attempts: such a
+// call is made once. [WithAdaptiveHedging] makes the delay follow the
+// method's latency.
 func (c *Client) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 	return c.unary
 }
@@ -189,9 +190,7 @@ func (c *Client) retried(ctx context.Context, t *target, cp callPolicy, p *polic
 	opts = append(opts, grpc.Header(&md.header), grpc.Trailer(&md.trailer))
 	err := invoker(actx, method, req, reply, cc, opts...)
 	if err == nil {
-		if b := p.retry.Budget(); b != nil {
-			b.RecordSuccess()
-		}
+		firstSuccess(p.retry)
 		if n != nil {
 			*n = 1
 		}
@@ -227,6 +226,16 @@ func (c *Client) retried(ctx context.Context, t *target, cp callPolicy, p *polic
 		f(err)
 	}
 	return err
+}
+
+// firstSuccess records a call whose first attempt succeeded, made
+// without a token: what p.RecordSuccess records for the first attempt's
+// token, a success in p's budget (as rebound.Do does for a built-in
+// strategy).
+func firstSuccess(p *rebound.Retrier) {
+	if b := p.Budget(); b != nil {
+		b.RecordSuccess()
+	}
 }
 
 // unpoliced makes a call that no policy governs once, and counts it
