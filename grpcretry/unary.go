@@ -49,7 +49,7 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 		return err
 	}
 	switch {
-	case ov != nil:
+	case ov != nil: // the call's own policy
 	case cp.m.plain:
 		return c.retried(ctx, t, cp, cp.m.policy, method, req, reply, cc, invoker, opts, n)
 	case cp.m.bare:
@@ -164,11 +164,12 @@ func (c *Client) policed(ctx context.Context, t *target, cp callPolicy, method s
 }
 
 // retried makes a call under a plain retry policy (see policyEntry.plain)
-// without a per-attempt timeout, the common case, whose first attempt
-// needs none of the loop: it is made here, and a call that succeeds at
-// once returns with what the loop would have recorded (the budget's
-// success, the call in the statistics). A first attempt that fails is
-// handed to the loop as its first attempt's result, and judged there.
+// without a per-attempt timeout, the common case; cp.m is the method's
+// entry, as resolve returns it. The first attempt needs none of the loop:
+// it is made here, and a call that succeeds at once returns with what the
+// loop would have recorded (the budget's success, the call in the
+// statistics). A first attempt that fails is handed to the loop as its
+// first attempt's result, and judged there.
 func (c *Client) retried(ctx context.Context, t *target, cp callPolicy, p *policyEntry, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int) error {
 	opts, onFinish := splitOnFinish(opts)
 	var (
@@ -194,11 +195,7 @@ func (c *Client) retried(ctx context.Context, t *target, cp callPolicy, p *polic
 		if n != nil {
 			*n = 1
 		}
-		if cp.m != nil {
-			c.succeeded(cp.m)
-		} else {
-			c.record(ctx, method, t.uri, nil, 1, false, nil)
-		}
+		c.succeeded(cp.m)
 		for _, f := range onFinish {
 			f(nil)
 		}
@@ -216,11 +213,7 @@ func (c *Client) retried(ctx context.Context, t *target, cp callPolicy, p *polic
 		*n = u.attempts
 	}
 	st := u.tally.Call(method, t.uri, false, observe.Reason(err))
-	if cp.m != nil {
-		c.rec.EndOf(ctx, *c.stats(cp.m), &st)
-	} else {
-		c.rec.End(ctx, &st)
-	}
+	c.rec.EndOf(ctx, *c.stats(cp.m), &st)
 	err = u.result(ctx, err)
 	for _, f := range onFinish {
 		f(err)
