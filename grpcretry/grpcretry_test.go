@@ -335,6 +335,40 @@ func TestMethodTimeoutApplied(t *testing.T) {
 	}
 }
 
+// A method config without a retry policy still applies its timeout and
+// its message limits, as grpc-go's own service config would: the calls
+// that need nothing of rebound go straight to the invoker, and these do
+// not.
+func TestMethodSettingsWithoutPolicy(t *testing.T) {
+	seen := make(chan time.Duration, 1)
+	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(ctx context.Context, _ int, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			seen <- -1
+		} else {
+			seen <- time.Until(dl)
+		}
+		return &testpb.SimpleResponse{Payload: &testpb.Payload{Body: make([]byte, req.GetResponseSize())}}, nil
+	}})
+	js := fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],"timeout":"2s","maxResponseMessageBytes":1024}]}`, grpctest.Service)
+	cfg, err := serviceconfig.Parse([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := client(t, srv, cfg)
+	if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{ResponseSize: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-seen; d <= 0 || d > 2*time.Second {
+		t.Fatalf("server deadline in %v, want within the 2s method timeout", d)
+	}
+	_, err = c.UnaryCall(context.Background(), &testpb.SimpleRequest{ResponseSize: 4096})
+	<-seen
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a 4 KiB response under a 1 KiB limit: %v, want RESOURCE_EXHAUSTED", err)
+	}
+}
+
 func TestCommittedAfterHeaders(t *testing.T) {
 	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 		if err := grpc.SendHeader(ctx, metadata.Pairs("k", "v")); err != nil {
