@@ -300,17 +300,24 @@ func TestDeadlineCoversAllAttempts(t *testing.T) {
 	}
 }
 
-func TestMethodTimeoutApplied(t *testing.T) {
-	seen := make(chan time.Duration, 1)
-	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+// deadlineHandlers answers each unary call with a payload of the
+// request's ResponseSize, and sends the time left to the call's deadline
+// as the server saw it (-1 for none) on seen.
+func deadlineHandlers(seen chan<- time.Duration) grpctest.Handlers {
+	return grpctest.Handlers{Unary: func(ctx context.Context, _ int, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 		dl, ok := ctx.Deadline()
 		if !ok {
 			seen <- -1
 		} else {
 			seen <- time.Until(dl)
 		}
-		return &testpb.SimpleResponse{}, nil
-	}})
+		return &testpb.SimpleResponse{Payload: &testpb.Payload{Body: make([]byte, req.GetResponseSize())}}, nil
+	}}
+}
+
+func TestMethodTimeoutApplied(t *testing.T) {
+	seen := make(chan time.Duration, 1)
+	srv := grpctest.Start(t, deadlineHandlers(seen))
 	js := fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],"timeout":"2s","retryPolicy":{
 		"maxAttempts":2,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}`, grpctest.Service)
 	cfg, err := serviceconfig.Parse([]byte(js))
@@ -341,15 +348,7 @@ func TestMethodTimeoutApplied(t *testing.T) {
 // not.
 func TestMethodSettingsWithoutPolicy(t *testing.T) {
 	seen := make(chan time.Duration, 1)
-	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(ctx context.Context, _ int, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-		dl, ok := ctx.Deadline()
-		if !ok {
-			seen <- -1
-		} else {
-			seen <- time.Until(dl)
-		}
-		return &testpb.SimpleResponse{Payload: &testpb.Payload{Body: make([]byte, req.GetResponseSize())}}, nil
-	}})
+	srv := grpctest.Start(t, deadlineHandlers(seen))
 	js := fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],"timeout":"2s","maxResponseMessageBytes":1024}]}`, grpctest.Service)
 	cfg, err := serviceconfig.Parse([]byte(js))
 	if err != nil {
