@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// AdaptiveThrottleConfig sets an [AdaptiveThrottle]. The zero value means
-// the defaults of the Google SRE book's chapter "Handling Overload": K 2
-// and a window of 2 minutes.
+// AdaptiveThrottleConfig sets an [AdaptiveThrottle]. A zero field means
+// its default, [DefaultAdaptiveThrottle]'s value, from the Google SRE
+// book's chapter "Handling Overload": K 2 and a window of 2 minutes.
 type AdaptiveThrottleConfig struct {
 	// K is how many requests the client may send per request the server
 	// accepts before it starts rejecting requests itself. 0 means 2; else
@@ -25,11 +25,11 @@ type AdaptiveThrottleConfig struct {
 	Window time.Duration
 }
 
-// Defaults of [AdaptiveThrottleConfig].
-const (
-	DefaultAdaptiveK      = 2
-	DefaultAdaptiveWindow = 2 * time.Minute
-)
+// DefaultAdaptiveThrottle returns the defaults of [AdaptiveThrottleConfig],
+// the values its zero fields stand for: K 2 and a window of 2 minutes.
+func DefaultAdaptiveThrottle() AdaptiveThrottleConfig {
+	return AdaptiveThrottleConfig{K: 2, Window: 2 * time.Minute}
+}
 
 // adaptiveSlots is the number of steps the window moves in.
 const adaptiveSlots = 60
@@ -37,11 +37,12 @@ const adaptiveSlots = 60
 // withDefaults returns c with zero fields set to their defaults, or an
 // error naming the first invalid field.
 func (c AdaptiveThrottleConfig) withDefaults() (AdaptiveThrottleConfig, error) {
+	def := DefaultAdaptiveThrottle()
 	if c.K == 0 {
-		c.K = DefaultAdaptiveK
+		c.K = def.K
 	}
 	if c.Window == 0 {
-		c.Window = DefaultAdaptiveWindow
+		c.Window = def.Window
 	}
 	switch {
 	case !(c.K >= 1) || math.IsInf(c.K, 0):

@@ -39,6 +39,40 @@ func TestAdaptiveThrottleConfig(t *testing.T) {
 	}
 }
 
+// TestDefaultAdaptiveThrottle: DefaultAdaptiveThrottle returns the
+// documented defaults, and a zero field means the default's value: a
+// throttle of the zero config and one of the defaults reject alike, and
+// forget alike once the 2-minute window has passed.
+func TestDefaultAdaptiveThrottle(t *testing.T) {
+	def := rebound.DefaultAdaptiveThrottle()
+	if def != (rebound.AdaptiveThrottleConfig{K: 2, Window: 2 * time.Minute}) || def.Validate() != nil {
+		t.Fatalf("DefaultAdaptiveThrottle() = %+v, want K 2, Window 2m", def)
+	}
+	zero, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{})
+	full, _ := rebound.NewAdaptiveThrottle(def)
+	other, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{K: 3})
+	for _, th := range []*rebound.AdaptiveThrottle{zero, full, other} {
+		for i := range 40 {
+			th.Allow(t0, 0.999999)
+			if i < 10 {
+				th.Accepted(t0)
+			}
+		}
+	}
+	for _, now := range []time.Time{t0, t0.Add(time.Minute), t0.Add(2*time.Minute + time.Second)} {
+		pz, pf, po := zero.RejectProbability(now), full.RejectProbability(now), other.RejectProbability(now)
+		if pz != pf {
+			t.Errorf("at %v: zero config p = %v, DefaultAdaptiveThrottle p = %v", now.Sub(t0), pz, pf)
+		}
+		if now == t0 && (pz != (40.0-2*10)/41 || po == pz) {
+			t.Errorf("p = %v (K 3: %v), want (40-2·10)/41 for K 2", pz, po)
+		}
+	}
+	if p := zero.RejectProbability(t0.Add(2*time.Minute + time.Second)); p != 0 {
+		t.Errorf("p = %v past the 2-minute window, want 0", p)
+	}
+}
+
 // The rejection probability follows the book's formula step by step.
 func TestAdaptiveThrottleFormula(t *testing.T) {
 	th, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{})

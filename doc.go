@@ -134,7 +134,7 @@
 //
 // A server that limits each client's rate refuses what is beyond it (HTTP
 // 429, 503 with Retry-After; RESOURCE_EXHAUSTED, pushback), and retrying
-// each refused request does not slow the ones that follow. [RateLimiter],
+// each refused request does not slow the ones that follow. [AdaptiveRateLimit],
 // behind WithAdaptiveRateLimit in each protocol package, paces every
 // attempt to the rate the server accepts, learnt as the AWS SDKs' adaptive
 // retry mode learns it and from the server's own hints; an attempt whose

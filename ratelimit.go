@@ -8,25 +8,26 @@ import (
 )
 
 // ErrRateLimited is the error of an attempt that an adaptive rate limit
-// ([RateLimiter]) did not send because its turn would come after the
+// ([AdaptiveRateLimit]) did not send because its turn would come after the
 // call's deadline. It wraps [ErrRejectedLocally]: the attempt never left,
 // no strategy retries it, and the call ends at once, with [ErrThrottled]
 // as its reason, rather than queue until it times out.
 var ErrRateLimited = fmt.Errorf("rebound: waiting for the adaptive rate limit would pass the deadline: %w", ErrRejectedLocally)
 
-// AdaptiveRateLimit sets a [RateLimiter]: an adaptive client-side limit on
-// the rate of attempts sent to one server, which learns the server's limit
-// from its answers. The zero value means the defaults, the constants of
-// the AWS SDKs' adaptive retry mode (botocore, aws-sdk-java-v2,
-// aws-sdk-go-v2), which have years of use against rate-limited APIs
-// behind them. Every field is either 0, for its default, or a finite
-// positive number in its range; anything else is an error naming the
-// field. What the limiter adds to the AWS SDKs' mode (a slow start
-// before the first throttle, a round of at least three attempts between
-// cuts, a bucket of a tenth of a second: see [RateLimiter], which says
-// why) has fixed constants, not settings: each was measured against the
-// AWS SDKs' mode with these defaults.
-type AdaptiveRateLimit struct {
+// AdaptiveRateLimitConfig sets an [AdaptiveRateLimit]: an adaptive
+// client-side limit on the rate of attempts sent to one server, which
+// learns the server's limit from its answers. A zero field means its
+// default, [DefaultAdaptiveRateLimit]'s value: the constants of the AWS
+// SDKs' adaptive retry mode (botocore, aws-sdk-java-v2, aws-sdk-go-v2),
+// which have years of use against rate-limited APIs behind them. Every
+// field is either 0, for its default, or a finite positive number in its
+// range; anything else is an error naming the field. What the limiter
+// adds to the AWS SDKs' mode (a slow start before the first throttle, a
+// round of at least three attempts between cuts, a bucket of a tenth of a
+// second: see [AdaptiveRateLimit], which says why) has fixed constants,
+// not settings: each was measured against the AWS SDKs' mode with these
+// defaults.
+type AdaptiveRateLimitConfig struct {
 	// Beta is the factor the rate is cut by on a throttling answer, as in
 	// CUBIC. 0 means 0.7; else it must be in (0, 1). Lower gives room to
 	// other clients sooner, at the cost of a deeper dip after each
@@ -45,17 +46,18 @@ type AdaptiveRateLimit struct {
 	MinRate float64
 }
 
-// Defaults of [AdaptiveRateLimit], the AWS SDKs' constants.
-const (
-	DefaultRateLimitBeta          = 0.7
-	DefaultRateLimitScaleConstant = 0.4
-	DefaultRateLimitSmoothing     = 0.8
-	DefaultRateLimitMinRate       = 0.5
-)
+// DefaultAdaptiveRateLimit returns the defaults of
+// [AdaptiveRateLimitConfig], the values its zero fields stand for: the AWS
+// SDKs' constants, Beta 0.7, ScaleConstant 0.4, Smoothing 0.8 and MinRate
+// 0.5.
+func DefaultAdaptiveRateLimit() AdaptiveRateLimitConfig {
+	return AdaptiveRateLimitConfig{Beta: 0.7, ScaleConstant: 0.4, Smoothing: 0.8, MinRate: 0.5}
+}
 
 // withDefaults returns c with zero fields set to their defaults, or an
 // error naming the first invalid field.
-func (c AdaptiveRateLimit) withDefaults() (AdaptiveRateLimit, error) {
+func (c AdaptiveRateLimitConfig) withDefaults() (AdaptiveRateLimitConfig, error) {
+	def := DefaultAdaptiveRateLimit()
 	fields := []struct {
 		name      string
 		v         *float64
@@ -63,10 +65,10 @@ func (c AdaptiveRateLimit) withDefaults() (AdaptiveRateLimit, error) {
 		atMostOne bool // the field is a fraction: at most 1
 		belowOne  bool // strictly below 1
 	}{
-		{"Beta", &c.Beta, DefaultRateLimitBeta, false, true},
-		{"ScaleConstant", &c.ScaleConstant, DefaultRateLimitScaleConstant, false, false},
-		{"Smoothing", &c.Smoothing, DefaultRateLimitSmoothing, true, false},
-		{"MinRate", &c.MinRate, DefaultRateLimitMinRate, false, false},
+		{"Beta", &c.Beta, def.Beta, false, true},
+		{"ScaleConstant", &c.ScaleConstant, def.ScaleConstant, false, false},
+		{"Smoothing", &c.Smoothing, def.Smoothing, true, false},
+		{"MinRate", &c.MinRate, def.MinRate, false, false},
 	}
 	for _, f := range fields {
 		v := *f.v
@@ -75,18 +77,18 @@ func (c AdaptiveRateLimit) withDefaults() (AdaptiveRateLimit, error) {
 			*f.v = f.def
 			continue
 		case math.IsNaN(v) || math.IsInf(v, 0) || v < 0:
-			return c, fmt.Errorf("rebound: AdaptiveRateLimit.%s must be a finite positive number (0 for %v), got %v", f.name, f.def, v)
+			return c, fmt.Errorf("rebound: AdaptiveRateLimitConfig.%s must be a finite positive number (0 for %v), got %v", f.name, f.def, v)
 		case f.belowOne && v >= 1:
-			return c, fmt.Errorf("rebound: AdaptiveRateLimit.%s must be below 1 (0 for %v), got %v", f.name, f.def, v)
+			return c, fmt.Errorf("rebound: AdaptiveRateLimitConfig.%s must be below 1 (0 for %v), got %v", f.name, f.def, v)
 		case f.atMostOne && v > 1:
-			return c, fmt.Errorf("rebound: AdaptiveRateLimit.%s must be at most 1 (0 for %v), got %v", f.name, f.def, v)
+			return c, fmt.Errorf("rebound: AdaptiveRateLimitConfig.%s must be at most 1 (0 for %v), got %v", f.name, f.def, v)
 		}
 	}
 	return c, nil
 }
 
 // Validate reports the first invalid field of c, or nil.
-func (c AdaptiveRateLimit) Validate() error {
+func (c AdaptiveRateLimitConfig) Validate() error {
 	_, err := c.withDefaults()
 	return err
 }
@@ -102,7 +104,7 @@ type RateFeedback struct {
 	Wait time.Duration
 }
 
-// Reservation is a send token taken from a [RateLimiter]: the attempt
+// Reservation is a send token taken from an [AdaptiveRateLimit]: the attempt
 // may go at Time, or, during the limiter's slow start, once Answer is
 // closed. Its zero value is a token of a limiter that was not limiting.
 type Reservation struct {
@@ -123,13 +125,13 @@ func (r Reservation) Time() time.Time { return r.at }
 // channel closed at the next answer to one of them (or when the slow
 // start ends). The attempt then waits for the channel or for Time,
 // whichever comes first, gives the reservation back with
-// [RateLimiter.Cancel], and reserves again.
+// [AdaptiveRateLimit.Cancel], and reserves again.
 func (r Reservation) Answer() <-chan struct{} { return r.answer }
 
 // Delay returns how long from now the attempt must wait, 0 if none.
 func (r Reservation) Delay(now time.Time) time.Duration { return max(0, r.at.Sub(now)) }
 
-// RateLimiter is an adaptive client-side rate limit on the attempts sent
+// AdaptiveRateLimit is an adaptive client-side rate limit on the attempts sent
 // to one server. It does what the AWS SDKs' adaptive retry mode does: it
 // limits nothing until the first throttling answer, then sends through a
 // token bucket whose rate follows CUBIC (a cut to Beta times the rate at
@@ -202,10 +204,11 @@ func (r Reservation) Delay(now time.Time) time.Duration { return max(0, r.at.Sub
 //
 // Time is an argument, so that tests and simulations drive it; waiting is
 // the caller's (the clients of grpcretry, connectretry and httpretry wait
-// within the call's context, never holding a lock). A RateLimiter is safe
-// for concurrent use. Use [NewRateLimiter]; the zero value is not usable.
-type RateLimiter struct {
-	c AdaptiveRateLimit
+// within the call's context, never holding a lock). An AdaptiveRateLimit
+// is safe for concurrent use. Use [NewAdaptiveRateLimit]; the zero value
+// is not usable.
+type AdaptiveRateLimit struct {
+	c AdaptiveRateLimitConfig
 
 	mu      sync.Mutex
 	enabled bool // a throttle has been seen: the bucket limits
@@ -257,22 +260,22 @@ const (
 	roundAttempts   = 3
 )
 
-// NewRateLimiter returns a RateLimiter that has seen nothing and does not
-// limit yet, or an error naming the bad field of c.
-func NewRateLimiter(c AdaptiveRateLimit) (*RateLimiter, error) {
+// NewAdaptiveRateLimit returns an AdaptiveRateLimit that has seen nothing
+// and does not limit yet, or an error naming the bad field of c.
+func NewAdaptiveRateLimit(c AdaptiveRateLimitConfig) (*AdaptiveRateLimit, error) {
 	c, err := c.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	return &RateLimiter{c: c, window: slowStartWindow}, nil
+	return &AdaptiveRateLimit{c: c, window: slowStartWindow}, nil
 }
 
 // Reserve takes a send token at now. The attempt may go at the returned
 // reservation's Time, or, if its Answer is not nil, must wait for that
 // first (see [Reservation.Answer]); one that will not wait that long
-// gives the token back with [RateLimiter.Cancel]. Before the first
+// gives the token back with [AdaptiveRateLimit.Cancel]. Before the first
 // throttle, once the slow start has ended, every reservation is for now.
-func (l *RateLimiter) Reserve(now time.Time) Reservation {
+func (l *AdaptiveRateLimit) Reserve(now time.Time) Reservation {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.enabled && !l.slowEnd {
@@ -326,14 +329,14 @@ func (l *RateLimiter) Reserve(now time.Time) Reservation {
 
 // endSlowStart ends the slow start and lets every attempt waiting in it
 // reserve again.
-func (l *RateLimiter) endSlowStart() {
+func (l *AdaptiveRateLimit) endSlowStart() {
 	l.slowEnd = true
 	l.wake()
 }
 
 // wake lets the attempts waiting for an answer in the slow start reserve
 // again.
-func (l *RateLimiter) wake() {
+func (l *AdaptiveRateLimit) wake() {
 	if l.answer != nil {
 		close(l.answer)
 		l.answer = nil
@@ -341,7 +344,7 @@ func (l *RateLimiter) wake() {
 }
 
 // answered frees the slow-start slot of r, if it took one.
-func (l *RateLimiter) answered(r Reservation) {
+func (l *AdaptiveRateLimit) answered(r Reservation) {
 	if r.slot && l.inFlight > 0 {
 		l.inFlight--
 		l.wake()
@@ -351,7 +354,7 @@ func (l *RateLimiter) answered(r Reservation) {
 // Cancel gives back the token of r, which was not used, at now. Tokens
 // that later reservations have counted on are not given back (as in
 // golang.org/x/time/rate): they would go earlier than promised.
-func (l *RateLimiter) Cancel(r Reservation, now time.Time) {
+func (l *AdaptiveRateLimit) Cancel(r Reservation, now time.Time) {
 	if !r.paid && !r.slot && r.answer == nil {
 		return
 	}
@@ -378,7 +381,7 @@ func (l *RateLimiter) Cancel(r Reservation, now time.Time) {
 }
 
 // Observe tells the limiter the answer at now to the attempt sent with r.
-func (l *RateLimiter) Observe(r Reservation, now time.Time, f RateFeedback) {
+func (l *AdaptiveRateLimit) Observe(r Reservation, now time.Time, f RateFeedback) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.measure(now)
@@ -416,7 +419,7 @@ func (l *RateLimiter) Observe(r Reservation, now time.Time, f RateFeedback) {
 
 // cut starts a new CUBIC round at now and returns the rate to use. The
 // climb starts once the server's wait has passed.
-func (l *RateLimiter) cut(now time.Time, wait time.Duration) float64 {
+func (l *AdaptiveRateLimit) cut(now time.Time, wait time.Duration) float64 {
 	ref := l.sendRate(now)
 	if !l.enabled && !l.slowEnd {
 		// The slow start kept the attempts waiting from going: what the
@@ -459,7 +462,7 @@ func (l *RateLimiter) cut(now time.Time, wait time.Duration) float64 {
 // rate), nor when another waiting attempt went less than half a
 // reservation's spacing before (its wait ended late, as timers do on a
 // busy machine, and the two would reach the server as a burst).
-func (l *RateLimiter) Ready(r Reservation, now time.Time) bool {
+func (l *AdaptiveRateLimit) Ready(r Reservation, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !r.paid {
@@ -474,7 +477,7 @@ func (l *RateLimiter) Ready(r Reservation, now time.Time) bool {
 
 // climb returns CUBIC's rate at now, no higher than the rate is while a
 // server's explicit wait lasts (a cut set it to the cut value).
-func (l *RateLimiter) climb(now time.Time) float64 {
+func (l *AdaptiveRateLimit) climb(now time.Time) float64 {
 	t := max(now.Sub(l.cutAt).Seconds(), 0)
 	r := l.c.ScaleConstant*math.Pow(t-l.k, 3) + l.wMax
 	if now.Before(l.holdTill) {
@@ -487,7 +490,7 @@ func (l *RateLimiter) climb(now time.Time) float64 {
 // half-second has closed. Before, it is the attempts sent so far over at
 // least a second: a burst's throttles can come back before any of its
 // successes, and the answers alone would then say the client sent one.
-func (l *RateLimiter) sendRate(now time.Time) float64 {
+func (l *AdaptiveRateLimit) sendRate(now time.Time) float64 {
 	if l.measured {
 		return l.txRate
 	}
@@ -495,7 +498,7 @@ func (l *RateLimiter) sendRate(now time.Time) float64 {
 }
 
 // measure counts an answer at now in the measured rate.
-func (l *RateLimiter) measure(now time.Time) {
+func (l *AdaptiveRateLimit) measure(now time.Time) {
 	if l.first.IsZero() {
 		l.first = now
 		l.bucket = halfSecond(now)
@@ -519,7 +522,7 @@ func halfSecond(t time.Time) float64 {
 }
 
 // setRate brings the bucket to now and changes its rate.
-func (l *RateLimiter) setRate(now time.Time, r float64) {
+func (l *AdaptiveRateLimit) setRate(now time.Time, r float64) {
 	l.refill(now)
 	l.rate = max(r, l.c.MinRate)
 	l.tokens = min(l.tokens, l.capacity())
@@ -527,9 +530,9 @@ func (l *RateLimiter) setRate(now time.Time, r float64) {
 
 // capacity is the most tokens the bucket holds: a tenth of a second's, at
 // least one.
-func (l *RateLimiter) capacity() float64 { return max(1, l.rate/10) }
+func (l *AdaptiveRateLimit) capacity() float64 { return max(1, l.rate/10) }
 
-func (l *RateLimiter) refill(now time.Time) {
+func (l *AdaptiveRateLimit) refill(now time.Time) {
 	if now.After(l.last) {
 		l.tokens = min(l.tokens+l.rate*now.Sub(l.last).Seconds(), l.capacity())
 		l.last = now
@@ -538,7 +541,7 @@ func (l *RateLimiter) refill(now time.Time) {
 
 // Rate returns the limiter's rate in requests per second, 0 while it does
 // not limit (before the first throttle).
-func (l *RateLimiter) Rate() float64 {
+func (l *AdaptiveRateLimit) Rate() float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.enabled {

@@ -11,31 +11,56 @@ import (
 )
 
 func TestAdaptiveRateLimitValidate(t *testing.T) {
-	if err := (rebound.AdaptiveRateLimit{}).Validate(); err != nil {
+	if err := (rebound.AdaptiveRateLimitConfig{}).Validate(); err != nil {
 		t.Fatalf("zero value: %v", err)
 	}
 	bad := []struct {
 		field string
-		c     rebound.AdaptiveRateLimit
+		c     rebound.AdaptiveRateLimitConfig
 	}{
-		{"Beta", rebound.AdaptiveRateLimit{Beta: -0.1}},
-		{"Beta", rebound.AdaptiveRateLimit{Beta: 1}},
-		{"Beta", rebound.AdaptiveRateLimit{Beta: math.NaN()}},
-		{"ScaleConstant", rebound.AdaptiveRateLimit{ScaleConstant: math.Inf(1)}},
-		{"ScaleConstant", rebound.AdaptiveRateLimit{ScaleConstant: -1}},
-		{"Smoothing", rebound.AdaptiveRateLimit{Smoothing: 1.5}},
-		{"Smoothing", rebound.AdaptiveRateLimit{Smoothing: math.Inf(-1)}},
-		{"MinRate", rebound.AdaptiveRateLimit{MinRate: -0.5}},
-		{"MinRate", rebound.AdaptiveRateLimit{MinRate: math.NaN()}},
+		{"Beta", rebound.AdaptiveRateLimitConfig{Beta: -0.1}},
+		{"Beta", rebound.AdaptiveRateLimitConfig{Beta: 1}},
+		{"Beta", rebound.AdaptiveRateLimitConfig{Beta: math.NaN()}},
+		{"ScaleConstant", rebound.AdaptiveRateLimitConfig{ScaleConstant: math.Inf(1)}},
+		{"ScaleConstant", rebound.AdaptiveRateLimitConfig{ScaleConstant: -1}},
+		{"Smoothing", rebound.AdaptiveRateLimitConfig{Smoothing: 1.5}},
+		{"Smoothing", rebound.AdaptiveRateLimitConfig{Smoothing: math.Inf(-1)}},
+		{"MinRate", rebound.AdaptiveRateLimitConfig{MinRate: -0.5}},
+		{"MinRate", rebound.AdaptiveRateLimitConfig{MinRate: math.NaN()}},
 	}
 	for _, b := range bad {
-		_, err := rebound.NewRateLimiter(b.c)
-		if err == nil || !strings.Contains(err.Error(), "AdaptiveRateLimit."+b.field+" ") {
+		_, err := rebound.NewAdaptiveRateLimit(b.c)
+		if err == nil || !strings.Contains(err.Error(), "AdaptiveRateLimitConfig."+b.field+" ") {
 			t.Errorf("%+v: error %v, want one naming %s", b.c, err, b.field)
 		}
 	}
-	if _, err := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{Beta: 0.5, ScaleConstant: 1, Smoothing: 1, MinRate: 2}); err != nil {
+	if _, err := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{Beta: 0.5, ScaleConstant: 1, Smoothing: 1, MinRate: 2}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDefaultAdaptiveRateLimit: DefaultAdaptiveRateLimit returns the
+// documented defaults, and a zero field means the default's value: a
+// limiter of the zero config and one of the defaults cut, climb and floor
+// alike.
+func TestDefaultAdaptiveRateLimit(t *testing.T) {
+	def := rebound.DefaultAdaptiveRateLimit()
+	if def != (rebound.AdaptiveRateLimitConfig{Beta: 0.7, ScaleConstant: 0.4, Smoothing: 0.8, MinRate: 0.5}) || def.Validate() != nil {
+		t.Fatalf("DefaultAdaptiveRateLimit() = %+v, want Beta 0.7, ScaleConstant 0.4, Smoothing 0.8, MinRate 0.5", def)
+	}
+	zero, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
+	full, _ := rebound.NewAdaptiveRateLimit(def)
+	for _, l := range []*rebound.AdaptiveRateLimit{zero, full} {
+		feed(l, 0, 2, 10, false)
+		feed(l, 2, 2.1, 10, true) // a cut to Beta × 10
+		feed(l, 2.1, 6, 5, false) // the climb
+		feed(l, 6, 40, 10, true)  // cut after cut, down to the floor
+	}
+	if zero.Rate() != full.Rate() {
+		t.Errorf("rate %v for the zero config, %v for DefaultAdaptiveRateLimit", zero.Rate(), full.Rate())
+	}
+	if got := zero.Rate(); got != 0.5 {
+		t.Errorf("rate %v after cut on cut, want the 0.5 floor", got)
 	}
 }
 
@@ -47,7 +72,7 @@ func at(s float64) time.Time { return rlT0.Add(time.Duration(s * float64(time.Se
 
 // feed sends and answers one attempt every 1/rate seconds in [from, to),
 // each throttled or not, and returns the time after the last.
-func feed(l *rebound.RateLimiter, from, to, rate float64, throttled bool) {
+func feed(l *rebound.AdaptiveRateLimit, from, to, rate float64, throttled bool) {
 	for s := from; s < to-1e-9; s += 1 / rate {
 		r := l.Reserve(at(s))
 		l.Observe(r, at(s), rebound.RateFeedback{Throttled: throttled})
@@ -56,12 +81,12 @@ func feed(l *rebound.RateLimiter, from, to, rate float64, throttled bool) {
 
 func near(a, b float64) bool { return math.Abs(a-b) < 0.05*math.Max(1, math.Abs(b)) }
 
-// TestRateLimiterCubic walks the CUBIC curve on a fake clock: nothing is
+// TestAdaptiveRateLimitCubic walks the CUBIC curve on a fake clock: nothing is
 // limited before the first throttle; the throttle cuts to Beta times the
 // measured rate; the rate climbs back to it in K = cbrt(W·(1-β)/C)
 // seconds and then probes above it.
-func TestRateLimiterCubic(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+func TestAdaptiveRateLimitCubic(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	feed(l, 0, 2, 10, false)
 	if l.Rate() != 0 {
 		t.Fatalf("rate %v before any throttle, want 0 (not limiting)", l.Rate())
@@ -95,9 +120,9 @@ func TestRateLimiterCubic(t *testing.T) {
 	}
 }
 
-// TestRateLimiterMinRate: the rate never falls below MinRate.
-func TestRateLimiterMinRate(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{MinRate: 2})
+// TestAdaptiveRateLimitMinRate: the rate never falls below MinRate.
+func TestAdaptiveRateLimitMinRate(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 2})
 	r := l.Reserve(at(0))
 	l.Observe(r, at(0), rebound.RateFeedback{Throttled: true})
 	if l.Rate() != 2 {
@@ -105,11 +130,11 @@ func TestRateLimiterMinRate(t *testing.T) {
 	}
 }
 
-// TestRateLimiterOneCutPerRound: a burst of throttles of attempts sent
+// TestAdaptiveRateLimitOneCutPerRound: a burst of throttles of attempts sent
 // before a cut cuts once; a throttle of one of the first two attempts
 // sent after it holds the rate; of the third, cuts again.
-func TestRateLimiterOneCutPerRound(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+func TestAdaptiveRateLimitOneCutPerRound(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	feed(l, 0, 2, 20, false)
 	burst := make([]rebound.Reservation, 20)
 	for i := range burst {
@@ -136,12 +161,12 @@ func TestRateLimiterOneCutPerRound(t *testing.T) {
 	}
 }
 
-// TestRateLimiterWaitCaps: the server's wait on a throttle that does not
+// TestAdaptiveRateLimitWaitCaps: the server's wait on a throttle that does not
 // cut (within the round) keeps the rate from rising until it has passed,
 // at the rate it had, not at the cut value; then the climb goes on along
 // the curve of the last cut.
-func TestRateLimiterWaitCaps(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+func TestAdaptiveRateLimitWaitCaps(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	feed(l, 0, 2, 10, false)
 	r := l.Reserve(at(2))
 	l.Observe(r, at(2), rebound.RateFeedback{Throttled: true}) // 7, no wait
@@ -167,13 +192,13 @@ func TestRateLimiterWaitCaps(t *testing.T) {
 	}
 }
 
-// TestRateLimiterSlowStart: before the first throttle, four attempts go
+// TestAdaptiveRateLimitSlowStart: before the first throttle, four attempts go
 // at once and the next waits for an answer; each answer that is not a
 // throttle lets two go (its place and one more); the first throttle ends
 // the slow start, wakes the attempts waiting, and sets the rate from what
 // the client would have sent, those waiting included.
-func TestRateLimiterSlowStart(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+func TestAdaptiveRateLimitSlowStart(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	var flying []rebound.Reservation
 	for range 4 {
 		r := l.Reserve(at(0))
@@ -229,11 +254,11 @@ func TestRateLimiterSlowStart(t *testing.T) {
 	}
 }
 
-// TestRateLimiterSlowStartEnds: the slow start ends a quarter-second
+// TestAdaptiveRateLimitSlowStartEnds: the slow start ends a quarter-second
 // after the first attempt even if no answer came (a stream answers when
 // its messages end), and when the window has opened to 256.
-func TestRateLimiterSlowStartEnds(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+func TestAdaptiveRateLimitSlowStartEnds(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	for range 4 {
 		l.Reserve(at(0))
 	}
@@ -245,7 +270,7 @@ func TestRateLimiterSlowStartEnds(t *testing.T) {
 			t.Fatal("an attempt waits a quarter-second after the first")
 		}
 	}
-	l, _ = rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	l, _ = rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	for i := range 256 - 4 {
 		r := l.Reserve(at(0))
 		if r.Answer() != nil {
@@ -260,12 +285,12 @@ func TestRateLimiterSlowStartEnds(t *testing.T) {
 	}
 }
 
-// TestRateLimiterConverges: a client that would send 40/s, paced by the
+// TestAdaptiveRateLimitConverges: a client that would send 40/s, paced by the
 // limiter, against a server that accepts 20/s with a burst of 2, settles
 // just under the server's limit: after the start, nearly every attempt
 // is accepted and the accepted rate is close to 20/s.
-func TestRateLimiterConverges(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+func TestAdaptiveRateLimitConverges(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	srv := struct{ tokens, last float64 }{tokens: 2}
 	allow := func(s float64) bool {
 		srv.tokens = math.Min(2, srv.tokens+(s-srv.last)*20)
@@ -295,11 +320,11 @@ func TestRateLimiterConverges(t *testing.T) {
 	}
 }
 
-// TestRateLimiterHold: the server's explicit wait holds the rate at its
+// TestAdaptiveRateLimitHold: the server's explicit wait holds the rate at its
 // cut value until it has passed; then the climb starts, reaching the old
 // rate K seconds later.
-func TestRateLimiterHold(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+func TestAdaptiveRateLimitHold(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	feed(l, 0, 2, 10, false)
 	r := l.Reserve(at(2))
 	l.Observe(r, at(2), rebound.RateFeedback{Throttled: true, Wait: 3 * time.Second})
@@ -316,10 +341,10 @@ func TestRateLimiterHold(t *testing.T) {
 	}
 }
 
-// TestRateLimiterReserveCancel: reservations are spaced at the rate; a
+// TestAdaptiveRateLimitReserveCancel: reservations are spaced at the rate; a
 // cancelled one gives its token back, unless later ones counted on it.
-func TestRateLimiterReserveCancel(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{MinRate: 10})
+func TestAdaptiveRateLimitReserveCancel(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 10})
 	r := l.Reserve(at(0))
 	l.Observe(r, at(0), rebound.RateFeedback{Throttled: true}) // limits at the floor, 10/s
 	now := at(0)
@@ -342,10 +367,10 @@ func TestRateLimiterReserveCancel(t *testing.T) {
 	}
 }
 
-// TestRateLimiterBounded: the limiter's state is a fixed set of numbers,
+// TestAdaptiveRateLimitBounded: the limiter's state is a fixed set of numbers,
 // whatever it sees: reserving and observing allocate nothing.
-func TestRateLimiterBounded(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+func TestAdaptiveRateLimitBounded(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	s := 0.0
 	allocs := testing.AllocsPerRun(10_000, func() {
 		s += 0.001
@@ -363,11 +388,11 @@ func TestErrRateLimited(t *testing.T) {
 	}
 }
 
-// TestRateLimiterReady: an attempt whose wait ended after a cut takes a
+// TestAdaptiveRateLimitReady: an attempt whose wait ended after a cut takes a
 // new turn at the new rate; of two waits that end together, the second
 // takes a new turn rather than reach the server as a burst.
-func TestRateLimiterReady(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{MinRate: 10})
+func TestAdaptiveRateLimitReady(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 10})
 	r := l.Reserve(at(0))
 	l.Observe(r, at(0), rebound.RateFeedback{Throttled: true}) // 10/s
 	a, b := l.Reserve(at(0)), l.Reserve(at(0))
@@ -385,17 +410,17 @@ func TestRateLimiterReady(t *testing.T) {
 	}
 }
 
-// BenchmarkRateLimiter is the limiter's cost per attempt, Reserve and
+// BenchmarkAdaptiveRateLimit is the limiter's cost per attempt, Reserve and
 // Observe, from parallel goroutines sharing one limiter: before any
 // throttle, and limiting at a rate no attempt has to wait for.
-func BenchmarkRateLimiter(b *testing.B) {
+func BenchmarkAdaptiveRateLimit(b *testing.B) {
 	for _, limiting := range []bool{false, true} {
 		name := "open"
 		if limiting {
 			name = "limiting"
 		}
 		b.Run(name, func(b *testing.B) {
-			l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{MinRate: 1e12})
+			l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 1e12})
 			if limiting {
 				l.Observe(l.Reserve(time.Now()), time.Now(), rebound.RateFeedback{Throttled: true})
 			}

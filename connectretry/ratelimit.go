@@ -18,7 +18,7 @@ import (
 
 // WithAdaptiveRateLimit paces the calls to each server name (see
 // [WithServerName]; by default the peer's address) to the rate the server
-// accepts (see [rebound.RateLimiter]): every attempt, the first included,
+// accepts (see [rebound.AdaptiveRateLimit]): every attempt, the first included,
 // of every call waits for a send token within its context. When its turn
 // would come after the context's deadline it fails at once, without
 // reaching the server, with CodeResourceExhausted and an error that
@@ -37,12 +37,12 @@ import (
 // limit starts at the server's first throttle; until then only its slow
 // start holds attempts back (at most four in flight until answers come
 // back, then twice as many each round trip: a few round trips once,
-// never more than a quarter-second; see [rebound.RateLimiter]).
+// never more than a quarter-second; see [rebound.AdaptiveRateLimit]).
 //
 // Every client of the process with the same server name and c shares one
 // limiter, so that they together keep to the server's limit. c's fields
 // must be valid; the zero value means the AWS SDKs' constants.
-func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimit) Option {
+func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimitConfig) Option {
 	return optionFunc(func(o *options) { o.SetRateLimit(c) })
 }
 

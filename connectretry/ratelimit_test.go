@@ -64,7 +64,7 @@ func limitedClients(t *testing.T, s *server, cfg *serviceconfig.Config, opts ...
 	clk := clocktest.New()
 	i, err := connectretry.New(cfg, append([]connectretry.Option{connectretry.WithClock(clk), connectretry.WithRandom(clocktest.NewRand(0.5)),
 		connectretry.WithServerName(fmt.Sprint("ratelimit-", t.Name(), time.Now().UnixNano())),
-		connectretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{})}, opts...)...)
+		connectretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,14 +321,14 @@ func TestAdaptiveRateLimitUnderPolicy(t *testing.T) {
 // TestAdaptiveRateLimitBadInput: a bad setting is an error naming the
 // option and the field.
 func TestAdaptiveRateLimitBadInput(t *testing.T) {
-	for field, c := range map[string]rebound.AdaptiveRateLimit{
+	for field, c := range map[string]rebound.AdaptiveRateLimitConfig{
 		"Beta":          {Beta: math.Inf(1)},
 		"ScaleConstant": {ScaleConstant: -0.4},
 		"Smoothing":     {Smoothing: math.NaN()},
 		"MinRate":       {MinRate: -1},
 	} {
 		_, err := connectretry.New(nil, connectretry.WithAdaptiveRateLimit(c))
-		if err == nil || !strings.Contains(err.Error(), "WithAdaptiveRateLimit") || !strings.Contains(err.Error(), "AdaptiveRateLimit."+field) {
+		if err == nil || !strings.Contains(err.Error(), "WithAdaptiveRateLimit") || !strings.Contains(err.Error(), "AdaptiveRateLimitConfig."+field) {
 			t.Errorf("%s: %v, want an error naming the option and the field", field, err)
 		}
 	}
@@ -339,7 +339,7 @@ func TestAdaptiveRateLimitBadInput(t *testing.T) {
 // released.
 func TestAdaptiveRateLimitBounded(t *testing.T) {
 	s, _ := scriptedServer(t)
-	i, err := connectretry.New(nil, connectretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{MinRate: 0.75}))
+	i, err := connectretry.New(nil, connectretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 0.75}))
 	if err != nil {
 		t.Fatal(err)
 	}

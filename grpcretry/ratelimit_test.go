@@ -68,7 +68,7 @@ func limitedClient(t *testing.T, srv *grpctest.Server, cfg *serviceconfig.Config
 	clk := clocktest.New()
 	c, err := grpcretry.New(cfg, append([]grpcretry.Option{grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.5)),
 		grpcretry.WithServerName(fmt.Sprint("ratelimit-", t.Name(), time.Now().UnixNano())),
-		grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{})}, opts...)...)
+		grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,14 +324,14 @@ func TestAdaptiveRateLimitUnderPolicy(t *testing.T) {
 // TestAdaptiveRateLimitBadInput: a bad setting is an error naming the
 // option and the field.
 func TestAdaptiveRateLimitBadInput(t *testing.T) {
-	for field, c := range map[string]rebound.AdaptiveRateLimit{
+	for field, c := range map[string]rebound.AdaptiveRateLimitConfig{
 		"Beta":          {Beta: 1.5},
 		"ScaleConstant": {ScaleConstant: math.NaN()},
 		"Smoothing":     {Smoothing: -1},
 		"MinRate":       {MinRate: math.Inf(1)},
 	} {
 		_, err := grpcretry.New(nil, grpcretry.WithAdaptiveRateLimit(c))
-		if err == nil || !strings.Contains(err.Error(), "WithAdaptiveRateLimit") || !strings.Contains(err.Error(), "AdaptiveRateLimit."+field) {
+		if err == nil || !strings.Contains(err.Error(), "WithAdaptiveRateLimit") || !strings.Contains(err.Error(), "AdaptiveRateLimitConfig."+field) {
 			t.Errorf("%s: %v, want an error naming the option and the field", field, err)
 		}
 	}
@@ -344,7 +344,7 @@ func TestAdaptiveRateLimitBounded(t *testing.T) {
 	before := ratelimit.Count()
 	for i := range 200 {
 		c, err := grpcretry.New(nil, grpcretry.WithServerName(fmt.Sprint("bounded-", i, "-", time.Now().UnixNano())),
-			grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))
+			grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))
 		if err != nil {
 			t.Fatal(err)
 		}

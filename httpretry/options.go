@@ -63,7 +63,7 @@ type config struct {
 	// adaptiveThrottle is WithAdaptiveThrottle's config; nil when off.
 	adaptiveThrottle *rebound.AdaptiveThrottleConfig
 	// rateLimit is WithAdaptiveRateLimit's settings; nil when off.
-	rateLimit *rebound.AdaptiveRateLimit
+	rateLimit *rebound.AdaptiveRateLimitConfig
 	tracer    trace.TracerProvider
 
 	// headers are WithIdempotencyKey's and WithAttemptHeader's.

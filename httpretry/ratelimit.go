@@ -10,7 +10,7 @@ import (
 )
 
 // WithAdaptiveRateLimit paces the requests to each host to the rate the
-// host accepts (see [rebound.RateLimiter]): every attempt, the first
+// host accepts (see [rebound.AdaptiveRateLimit]): every attempt, the first
 // included, waits for a send token of its URL's host within its
 // request's context. When its turn would come after the context's
 // deadline it fails at once, without reaching the server, with an error
@@ -27,14 +27,14 @@ import (
 // throttle; until then only its slow start holds attempts back (at most
 // four in flight until answers come back, then twice as many each round
 // trip: a few round trips once, never more than a quarter-second; see
-// [rebound.RateLimiter]).
+// [rebound.AdaptiveRateLimit]).
 //
 // Every Transport of the process with c shares one limiter per host, so
 // that the clients of one process together keep to the host's limit; a
 // Transport keeps the limiters of the bounded.DefaultMax (1024) hosts it
 // used last. c's fields must be valid; the zero value means the AWS SDKs'
 // constants.
-func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimit) Option {
+func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimitConfig) Option {
 	return optionFunc(func(cfg *config) {
 		if err := c.Validate(); err != nil {
 			cfg.fail("WithAdaptiveRateLimit", "%v", err)

@@ -73,7 +73,7 @@ func TestAdaptiveRateLimit(t *testing.T) {
 	srv := newScripted(t)
 	clk := clocktest.New()
 	client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport,
-		httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))}
+		httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))}
 	ctx := context.Background()
 	for range 3 {
 		if code, err := rlGet(ctx, client, srv.URL); err != nil || code != 200 {
@@ -186,7 +186,7 @@ func TestAdaptiveRateLimitThrottles(t *testing.T) {
 			srv.answer(c.status, c.retryAfter)
 			clk := clocktest.New()
 			client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport,
-				httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))}
+				httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))}
 			if code, err := rlGet(context.Background(), client, srv.URL); err != nil || code != c.status {
 				t.Fatalf("%d, %v", code, err)
 			}
@@ -230,7 +230,7 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 			clk := clocktest.New()
 			var judged atomic.Int32
 			client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport,
-				httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}),
+				httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}),
 				httpretry.WithClassifier(func(f httpretry.Failure, builtin rebound.RetryInfo) rebound.RetryInfo {
 					judged.Add(1)
 					return c.mark(builtin)
@@ -257,14 +257,14 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 // TestAdaptiveRateLimitBadInput: a bad setting is an error naming the
 // option and the field.
 func TestAdaptiveRateLimitBadInput(t *testing.T) {
-	for field, c := range map[string]rebound.AdaptiveRateLimit{
+	for field, c := range map[string]rebound.AdaptiveRateLimitConfig{
 		"Beta":          {Beta: math.NaN()},
 		"ScaleConstant": {ScaleConstant: -1},
 		"Smoothing":     {Smoothing: math.Inf(1)},
 		"MinRate":       {MinRate: -0.5},
 	} {
 		_, err := httpretry.New(nil, httpretry.WithAdaptiveRateLimit(c))
-		if err == nil || !strings.Contains(err.Error(), "WithAdaptiveRateLimit") || !strings.Contains(err.Error(), "AdaptiveRateLimit."+field) {
+		if err == nil || !strings.Contains(err.Error(), "WithAdaptiveRateLimit") || !strings.Contains(err.Error(), "AdaptiveRateLimitConfig."+field) {
 			t.Errorf("%s: %v, want an error naming the option and the field", field, err)
 		}
 	}
@@ -280,7 +280,7 @@ func TestAdaptiveRateLimitBounded(t *testing.T) {
 		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}}
 	defer base.CloseIdleConnections()
-	client := &http.Client{Transport: httpretry.NewTransport(base, httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{MinRate: 1.25}))}
+	client := &http.Client{Transport: httpretry.NewTransport(base, httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 1.25}))}
 	hosts := 3 * bounded.DefaultMax
 	for i := range hosts {
 		if _, err := rlGet(context.Background(), client, fmt.Sprintf("http://h%d.ratelimit.test/", i)); err != nil {
@@ -320,7 +320,7 @@ func BenchmarkAdaptiveRateLimitSlowStart(b *testing.B) {
 				base := &http.Transport{MaxIdleConnsPerHost: 20}
 				var opts []httpretry.Option
 				if on {
-					opts = append(opts, httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))
+					opts = append(opts, httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))
 				}
 				c := &http.Client{Transport: httpretry.NewTransport(base, opts...)}
 				var wg sync.WaitGroup

@@ -34,7 +34,7 @@ func TestSetLimitsValidate(t *testing.T) {
 		t.Fatalf("invalid throttle config: Err=%v, AdaptiveThrottle=%v", o.Err, o.AdaptiveThrottle)
 	}
 	o = NewOptions("pkg")
-	o.SetRateLimit(rebound.AdaptiveRateLimit{})
+	o.SetRateLimit(rebound.AdaptiveRateLimitConfig{})
 	o.SetAdaptiveThrottle(rebound.AdaptiveThrottleConfig{})
 	if o.Err != nil {
 		t.Fatal(o.Err)

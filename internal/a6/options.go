@@ -37,7 +37,7 @@ type Options struct {
 	// AdaptiveThrottle is WithAdaptiveThrottle's config; nil when off.
 	AdaptiveThrottle *rebound.AdaptiveThrottleConfig
 	// RateLimit is WithAdaptiveRateLimit's settings; nil when off.
-	RateLimit *rebound.AdaptiveRateLimit
+	RateLimit *rebound.AdaptiveRateLimitConfig
 	// Err is the first invalid option, prefixed with the package name.
 	Err error
 

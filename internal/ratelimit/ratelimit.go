@@ -1,4 +1,4 @@
-// Package ratelimit keeps the adaptive rate limits (rebound.RateLimiter)
+// Package ratelimit keeps the adaptive rate limits (rebound.AdaptiveRateLimit)
 // of the process, one per server name or host and settings, and makes an
 // attempt wait for its send token.
 package ratelimit
@@ -14,19 +14,19 @@ import (
 
 type key struct {
 	name string
-	c    rebound.AdaptiveRateLimit
+	c    rebound.AdaptiveRateLimitConfig
 }
 
 // limiters holds the limiters in use, weakly (see bounded.Shared), as
 // package adaptive holds the adaptive throttles.
-var limiters bounded.Shared[key, rebound.RateLimiter]
+var limiters bounded.Shared[key, rebound.AdaptiveRateLimit]
 
 // Limiter returns the process-wide limiter of name under c, made on first
 // use; clients with the same name and settings share it. c must be valid
 // (the options check it); an invalid c gives nil.
-func Limiter(name string, c rebound.AdaptiveRateLimit) *rebound.RateLimiter {
-	l, err := limiters.Get(key{name, c}, func() (*rebound.RateLimiter, error) {
-		return rebound.NewRateLimiter(c)
+func Limiter(name string, c rebound.AdaptiveRateLimitConfig) *rebound.AdaptiveRateLimit {
+	l, err := limiters.Get(key{name, c}, func() (*rebound.AdaptiveRateLimit, error) {
+		return rebound.NewAdaptiveRateLimit(c)
 	})
 	if err != nil {
 		return nil
@@ -40,7 +40,7 @@ func Count() int { return limiters.Len() }
 // Gate is one client's view of a limiter: its clock. A nil *Gate, or one
 // without a limiter, sends everything at once.
 type Gate struct {
-	Limiter *rebound.RateLimiter
+	Limiter *rebound.AdaptiveRateLimit
 	Clock   rebound.Clock // nil: the real clock
 }
 
@@ -48,7 +48,7 @@ type Gate struct {
 // turn would come after ctx's deadline it gives the token back and
 // returns rebound.ErrRateLimited at once; when ctx ends first it gives the
 // token back and returns the context's cause. When its turn no longer
-// holds as it ends (see rebound.RateLimiter.Ready) it takes a new one.
+// holds as it ends (see rebound.AdaptiveRateLimit.Ready) it takes a new one.
 // In the limiter's slow start it waits for an answer to an attempt in
 // flight, then reserves again; that wait has no known end but the slow
 // start's, so it does not fail at once for a deadline (an answer usually

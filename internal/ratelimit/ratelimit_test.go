@@ -14,15 +14,15 @@ import (
 
 func TestLimiterSharedAndReleased(t *testing.T) {
 	name := fmt.Sprint("ratelimit-test-", time.Now().UnixNano())
-	c := rebound.AdaptiveRateLimit{}
+	c := rebound.AdaptiveRateLimitConfig{}
 	a, b := Limiter(name, c), Limiter(name, c)
 	if a == nil || a != b {
 		t.Fatal("one name, one setting: not shared")
 	}
-	if Limiter(name, rebound.AdaptiveRateLimit{Beta: 0.5}) == a || Limiter(name+"x", c) == a {
+	if Limiter(name, rebound.AdaptiveRateLimitConfig{Beta: 0.5}) == a || Limiter(name+"x", c) == a {
 		t.Fatal("another name or setting shares the limiter")
 	}
-	if Limiter(name, rebound.AdaptiveRateLimit{Beta: 2}) != nil {
+	if Limiter(name, rebound.AdaptiveRateLimitConfig{Beta: 2}) != nil {
 		t.Fatal("an invalid setting made a limiter")
 	}
 	for i := range 1000 {
@@ -45,7 +45,7 @@ func TestLimiterSharedAndReleased(t *testing.T) {
 // limiting returns a gate whose limiter limits at 10/s.
 func limiting(t *testing.T) (*Gate, *clocktest.Clock) {
 	clk := clocktest.New()
-	l, err := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{MinRate: 10})
+	l, err := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestVerdict(t *testing.T) {
 		{"released answer", false, false, false, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			l, err := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+			l, err := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,14 +168,14 @@ func TestVerdict(t *testing.T) {
 	}
 	// Without a Verdict in the context, or for a success, the answer is
 	// heard at once; a nil Verdict holds nothing.
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	g := &Gate{Limiter: l, Clock: clocktest.New()}
 	g.Answer(context.Background(), rebound.Reservation{}, true, rebound.RateFeedback{Throttled: true})
 	if l.Rate() == 0 {
 		t.Fatal("an answer without a Verdict was not heard at once")
 	}
 	ctx, v := Await(context.Background(), true)
-	l2, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	l2, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	(&Gate{Limiter: l2, Clock: clocktest.New()}).Answer(ctx, rebound.Reservation{}, false, rebound.RateFeedback{Throttled: true})
 	if l2.Rate() == 0 {
 		t.Fatal("a success's answer was held")
@@ -196,7 +196,7 @@ func TestVerdict(t *testing.T) {
 // does not fail it at once; a cancelled wait leaves no timer.
 func TestWaitSlowStart(t *testing.T) {
 	clk := clocktest.New()
-	l, err := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	l, err := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestWaitSlowStart(t *testing.T) {
 	}
 
 	// A cancelled wait.
-	l, _ = rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	l, _ = rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	g = &Gate{Limiter: l, Clock: clk}
 	for range 4 {
 		g.Wait(context.Background())

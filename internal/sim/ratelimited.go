@@ -37,7 +37,7 @@ const (
 	// rate, and never retries.
 	RateOracle
 	// RateRebound adds rebound's adaptive rate limit
-	// (rebound.RateLimiter, the real one) to RateRetries.
+	// (rebound.AdaptiveRateLimit, the real one) to RateRetries.
 	RateRebound
 )
 
@@ -196,7 +196,7 @@ func (r *rateRun) serve(now time.Time) bool {
 type proc struct {
 	id    int
 	calls int // left to start
-	reb   *rebound.RateLimiter
+	reb   *rebound.AdaptiveRateLimit
 	aws   *awsLimiter
 	next  time.Time // the oracle's next send
 	// waiting are the calls waiting in rebound's slow start for an
@@ -214,7 +214,7 @@ func runRate(s RateScenario, p RatePolicy, seed uint64) (RateResult, error) {
 		pr := &proc{id: i, calls: s.Calls, next: r.t0.Add(time.Duration(float64(i) / s.Limit * float64(time.Second)))}
 		switch p {
 		case RateRebound:
-			l, err := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+			l, err := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 			if err != nil {
 				return RateResult{}, err
 			}
