@@ -40,7 +40,8 @@
 //	                       server name                   server name                   host
 //	hedging              hedgingPolicy                 hedgingPolicy (unary calls)   WithHedging(delay, n)
 //	server hint          grpc-retry-pushback-ms;       grpc-retry-pushback-ms;       Retry-After;
-//	                       RetryInfo (WithRetryInfoCap)  RetryInfo (WithRetryInfoCap)  WithRateLimitReset
+//	                       RetryInfo                     RetryInfo                     WithRateLimitReset
+//	longest hint waited  WithRetryDelayCap (60s)       WithRetryDelayCap (60s)       WithRetryDelayCap (60s)
 //	what is retryable    the policy's codes;           the policy's codes;           WithRetryableStatus,
 //	                       WithClassifier                WithClassifier                WithIdempotent,
 //	                                                                                   WithIdempotencyKey;
@@ -158,7 +159,7 @@
 //     comes back starts afresh.
 //   - Replay buffers are capped per call and per client
 //     (grpcretry.WithBufferLimits; httpretry.WithMaxBufferedBody), service
-//     configs by their size (serviceconfig), and server hints by their caps
-//     (httpretry.WithRetryAfterCap; grpcretry and connectretry
-//     WithRetryInfoCap).
+//     configs by their size (serviceconfig), and server hints by
+//     WithRetryDelayCap (60s by default, [DefaultRetryDelayCap]) in all
+//     three.
 package rebound

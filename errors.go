@@ -51,6 +51,13 @@ var (
 	errInvalidToken = errors.New("rebound: token was not issued by this strategy or was already used")
 )
 
+// DefaultRetryDelayCap is the longest wait a server may ask for before a
+// retry (a google.rpc.RetryInfo retry_delay, an HTTP Retry-After or
+// RateLimit-Reset) that a call waits out by default; a longer one ends the
+// call with [ErrRetryDelayTooLong]. grpcretry, connectretry and httpretry
+// each take another cap with their WithRetryDelayCap.
+const DefaultRetryDelayCap = 60 * time.Second
+
 // Error is returned when retrying stops without success. It carries the last
 // attempt's error and the reason retrying stopped; errors.Is and errors.As
 // see both.

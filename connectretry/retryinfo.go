@@ -10,11 +10,7 @@ import (
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-// DefaultRetryInfoCap is the longest google.rpc.RetryInfo retry_delay a
-// call waits out unless [WithRetryInfoCap] says otherwise.
-const DefaultRetryInfoCap = a6.DefaultRetryInfoCap
-
-// WithRetryInfoCap sets the longest retry_delay of a google.rpc.RetryInfo
+// WithRetryDelayCap sets the longest retry_delay of a google.rpc.RetryInfo
 // in a failed attempt's error details that a call waits out.
 //
 // A server that sends RetryInfo asks the client to wait at least
@@ -27,9 +23,9 @@ const DefaultRetryInfoCap = a6.DefaultRetryInfoCap
 // should not send the server another attempt to refuse. A
 // grpc-retry-pushback-ms trailer, delay or "stop", wins over RetryInfo; a
 // RetryInfo without a valid, non-negative delay is ignored. d must be >
-// 0; the default is [DefaultRetryInfoCap].
-func WithRetryInfoCap(d time.Duration) Option {
-	return optionFunc(func(o *options) { o.SetRetryInfoCap(d) })
+// 0; the default is [rebound.DefaultRetryDelayCap].
+func WithRetryDelayCap(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.SetRetryDelayCap(d) })
 }
 
 // WithRetryInfoRequired makes the listed codes retryable (or non-fatal,

@@ -54,7 +54,7 @@ func TestRetryInfo(t *testing.T) {
 		{name: "honoured", delay: durationpb.New(3 * time.Second), attempts: 2, sleeps: []time.Duration{3 * time.Second}},
 		{name: "minimum, not exact", delay: durationpb.New(time.Millisecond), attempts: 2, sleeps: []time.Duration{50 * time.Millisecond}},
 		{name: "beyond the default cap", delay: durationpb.New(90 * time.Second), attempts: 1, reason: rebound.ErrRetryDelayTooLong},
-		{name: "beyond a lowered cap", delay: durationpb.New(3 * time.Second), opts: []connectretry.Option{connectretry.WithRetryInfoCap(time.Second)},
+		{name: "beyond a lowered cap", delay: durationpb.New(3 * time.Second), opts: []connectretry.Option{connectretry.WithRetryDelayCap(time.Second)},
 			attempts: 1, reason: rebound.ErrRetryDelayTooLong},
 		{name: "pushback wins", delay: durationpb.New(3 * time.Second), pushback: "200", attempts: 2, sleeps: []time.Duration{200 * time.Millisecond}},
 		{name: "pushback stop wins", delay: durationpb.New(3 * time.Second), pushback: "-1", attempts: 1, reason: rebound.ErrPushback},

@@ -96,7 +96,7 @@ func (t *Transport) checkResponse(resp *http.Response, idempotent bool, retryabl
 			// A 503 that says when to come back is a throttle, as
 			// WithAdaptiveRateLimit counts it.
 			info.Throttle = info.Throttle || code == http.StatusServiceUnavailable
-			if d > t.cfg.retryAfterCap {
+			if d > t.cfg.retryDelayCap {
 				info.Stop = rebound.ErrRetryDelayTooLong
 				return &statusError{resp: resp, info: info, overCap: d, hint: "Retry-After"}
 			}
@@ -104,7 +104,7 @@ func (t *Transport) checkResponse(resp *http.Response, idempotent bool, retryabl
 		}
 	} else if t.cfg.rateLimitReset {
 		if d, name, ok := rateLimitReset(resp.Header, t.cfg.clock.Now()); ok {
-			if d > t.cfg.retryAfterCap {
+			if d > t.cfg.retryDelayCap {
 				info.Stop = rebound.ErrRetryDelayTooLong
 				return &statusError{resp: resp, info: info, overCap: d, hint: name}
 			}

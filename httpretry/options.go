@@ -17,9 +17,6 @@ import (
 const (
 	// DefaultMaxAttempts is the number of attempts, the first included.
 	DefaultMaxAttempts = 3
-	// DefaultRetryAfterCap is the longest Retry-After hint that is waited
-	// out; a longer one ends retrying and the response is returned.
-	DefaultRetryAfterCap = 60 * time.Second
 	// DefaultMaxBufferedBody is the largest request body, in bytes, that is
 	// buffered so that it can be sent again when the request has no GetBody.
 	DefaultMaxBufferedBody = 1 << 20
@@ -45,7 +42,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 type config struct {
 	maxAttempts   int
 	backoff       rebound.Backoff
-	retryAfterCap time.Duration
+	retryDelayCap time.Duration
 	status        statusSet
 	idempotent    func(*http.Request) bool
 	budget        func(host string) rebound.Budget
@@ -110,19 +107,19 @@ func WithBackoff(b rebound.Backoff) Option {
 	})
 }
 
-// WithRetryAfterCap sets the longest server hint the Transport waits out:
+// WithRetryDelayCap sets the longest server hint the Transport waits out:
 // a Retry-After, or a rate-limit reset ([WithRateLimitReset]). A response
 // whose hint is longer is returned at once, without another attempt, and
 // retrying stops with [rebound.ErrRetryDelayTooLong], the reason a
 // google.rpc.RetryInfo beyond grpcretry's or connectretry's cap gives.
-// d must be > 0; the default is [DefaultRetryAfterCap].
-func WithRetryAfterCap(d time.Duration) Option {
+// d must be > 0; the default is [rebound.DefaultRetryDelayCap].
+func WithRetryDelayCap(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d <= 0 {
-			c.fail("WithRetryAfterCap", "d must be > 0, got %v", d)
+			c.fail("WithRetryDelayCap", "d must be > 0, got %v", d)
 			return
 		}
-		c.retryAfterCap = d
+		c.retryDelayCap = d
 	})
 }
 
@@ -368,7 +365,7 @@ func newConfig(opts []Option) *config {
 	c := &config{
 		maxAttempts:   DefaultMaxAttempts,
 		backoff:       rebound.DefaultBackoff(),
-		retryAfterCap: DefaultRetryAfterCap,
+		retryDelayCap: rebound.DefaultRetryDelayCap,
 		idempotent:    Idempotent,
 		budget:        defaultBudget,
 		clock:         rebound.RealClock(),

@@ -19,7 +19,7 @@ import (
 // gives its token back.
 //
 // A 429, and a 503 with a Retry-After, are throttles; the Retry-After
-// (at most [WithRetryAfterCap]'s cap) holds the rate until it has
+// (at most [WithRetryDelayCap]'s cap) holds the rate until it has
 // passed. Every other answer only feeds the measured rate. With
 // [WithClassifier], the classifier's Throttle mark has the last word: a
 // failure it marks counts as a throttle, and a throttle it unmarks only
@@ -113,5 +113,5 @@ func (l *limitedBase) feedback(resp *http.Response) rebound.RateFeedback {
 	if !ok && resp.StatusCode == http.StatusServiceUnavailable {
 		return rebound.RateFeedback{}
 	}
-	return rebound.RateFeedback{Throttled: true, Wait: min(wait, l.cfg.retryAfterCap)}
+	return rebound.RateFeedback{Throttled: true, Wait: min(wait, l.cfg.retryDelayCap)}
 }

@@ -108,7 +108,7 @@ func TestHintBeyondCapReason(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			client, clk := newClient(t, httpretry.WithRateLimitReset(), httpretry.WithRetryAfterCap(time.Second), httpretry.WithLogger(logger))
+			client, clk := newClient(t, httpretry.WithRateLimitReset(), httpretry.WithRetryDelayCap(time.Second), httpretry.WithLogger(logger))
 			srv := newServer(t, resetting(503, clk.Now, tc.header, tc.value))
 			resp, err := client.Get(srv.URL)
 			if err != nil {

@@ -76,7 +76,7 @@ type host struct {
 //     its method;
 //   - waiting at least as long as a Retry-After hint asks, in seconds or as
 //     an HTTP-date ([ParseRetryAfter]); a hint longer than the cap
-//     ([WithRetryAfterCap], 60s by default) returns the response at once
+//     ([WithRetryDelayCap], 60s by default) returns the response at once
 //     and stops retrying with [rebound.ErrRetryDelayTooLong], one that
 //     would pass the request context's deadline with [rebound.ErrDeadline];
 //   - never sleeping past the request context's deadline, and never
@@ -283,7 +283,7 @@ func (t *Transport) end(ctx context.Context, tr *observe.Tracker, attempts int, 
 func (t *Transport) logCommitted(ctx context.Context, err error, attempt int, name, target string) {
 	if se, ok := err.(*statusError); ok && se.overCap > 0 {
 		t.rec.Log(ctx, "rebound: committed", name, target, slog.Int("attempt", attempt),
-			slog.String("why", se.why()), slog.Duration("retry_after", se.overCap), slog.Duration("cap", t.cfg.retryAfterCap))
+			slog.String("why", se.why()), slog.Duration("retry_after", se.overCap), slog.Duration("cap", t.cfg.retryDelayCap))
 	}
 }
 

@@ -360,7 +360,7 @@ func TestRetryAfterIsMinimumDelay(t *testing.T) {
 
 func TestRetryAfterBeyondCap(t *testing.T) {
 	srv := newServer(t, retryAfter("11", 503, 200))
-	client, clk := newClient(t, httpretry.WithRetryAfterCap(10*time.Second))
+	client, clk := newClient(t, httpretry.WithRetryDelayCap(10*time.Second))
 	resp, err := client.Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -379,7 +379,7 @@ func TestDeadline(t *testing.T) {
 		handler func(n int, w http.ResponseWriter, r *http.Request)
 		opts    []httpretry.Option
 	}{
-		{"Retry-After", retryAfter("120", 503, 200), []httpretry.Option{httpretry.WithRetryAfterCap(time.Hour)}},
+		{"Retry-After", retryAfter("120", 503, 200), []httpretry.Option{httpretry.WithRetryDelayCap(time.Hour)}},
 		{"backoff", script(503, 200), []httpretry.Option{httpretry.WithBackoff(rebound.Backoff{Initial: 10 * time.Minute, Max: 10 * time.Minute, Multiplier: 2})}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -695,7 +695,7 @@ func TestInvalidOptions(t *testing.T) {
 	}{
 		{[]httpretry.Option{httpretry.WithMaxAttempts(0)}, "httpretry: WithMaxAttempts: n must be >= 1, got 0"},
 		{[]httpretry.Option{httpretry.WithBackoff(rebound.Backoff{})}, "httpretry: WithBackoff: rebound: Backoff.Initial must be > 0, got 0s"},
-		{[]httpretry.Option{httpretry.WithRetryAfterCap(0)}, "httpretry: WithRetryAfterCap: d must be > 0, got 0s"},
+		{[]httpretry.Option{httpretry.WithRetryDelayCap(0)}, "httpretry: WithRetryDelayCap: d must be > 0, got 0s"},
 		{[]httpretry.Option{httpretry.WithRetryableStatus(503, 600)}, "httpretry: WithRetryableStatus: codes[1] must be in [100, 599], got 600"},
 		{[]httpretry.Option{httpretry.WithIdempotent(nil)}, "httpretry: WithIdempotent: nil predicate"},
 		{[]httpretry.Option{httpretry.WithStrategy(nil)}, "httpretry: WithStrategy: nil Strategy"},

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/httpretry"
 	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/shed"
@@ -30,8 +31,8 @@ func FuzzPushbackWords(f *testing.F) {
 		switch {
 		case !ok, ra < time.Second:
 			t.Fatalf("%+v: Retry-After %q parses to %v, %v", pb, pb.RetryAfter(), ra, ok)
-		case stop && ra <= httpretry.DefaultRetryAfterCap:
-			t.Fatalf("%+v: stop's Retry-After %v is within httpretry's cap", pb, ra)
+		case stop && ra <= rebound.DefaultRetryDelayCap:
+			t.Fatalf("%+v: stop's Retry-After %v is within the clients' default cap", pb, ra)
 		case !stop && (ra < pb.Delay || ra-pb.Delay > time.Second):
 			t.Fatalf("%+v: Retry-After %v, want the delay rounded up to a second", pb, ra)
 		}

@@ -32,7 +32,7 @@ type Options struct {
 	TrustedOverrides bool
 	// Budget is WithBudget's; nil for none.
 	Budget rebound.Budget
-	// Hints are WithRetryInfoCap's and WithRetryInfoRequired's.
+	// Hints are WithRetryDelayCap's and WithRetryInfoRequired's.
 	Hints Hints
 	// AdaptiveThrottle is WithAdaptiveThrottle's config; nil when off.
 	AdaptiveThrottle *rebound.AdaptiveThrottleConfig
