@@ -29,7 +29,9 @@
 //	                       grpc.client.call.*            grpc.client.call.*            http.client.request.*
 //	decision log         WithLogger                    WithLogger                    WithLogger
 //	traces               WithTracerProvider (A72)      WithTracerProvider (A72)      WithTracerProvider
-//	attempts at most     WithMaxAttempts (default 5)   WithMaxAttempts (default 5)   WithMaxAttempts (default 3)
+//	attempts at most     WithMaxAttemptsCap, a cap     WithMaxAttemptsCap, a cap     WithMaxAttempts (default 3)
+//	                       on the policy's maxAttempts   on the policy's maxAttempts
+//	                       (default 5)                   (default 5)
 //	no retries           WithRetriesDisabled           WithRetriesDisabled           WithMaxAttempts(1)
 //	retry budget         retryThrottling, per server   retryThrottling, per server   WithBudget; by default a
 //	                       name (WithServerName), and    name (WithServerName), and    rebound.TokenBucket per host

@@ -44,7 +44,7 @@
 //
 // # Semantics
 //
-//   - Backoff, maxAttempts (clamped by [WithMaxAttempts], 5 by default),
+//   - Backoff, maxAttempts (clamped by [WithMaxAttemptsCap], 5 by default),
 //     retryable and non-fatal codes, and hedging delays are A6's, run by
 //     rebound's engine ([rebound.Retrier], [rebound.Hedge]).
 //   - Pushback: the server's grpc-retry-pushback-ms is read from the

@@ -120,9 +120,9 @@ func TestMaxAttemptsClamped(t *testing.T) {
 		want   int
 	}{
 		{10, nil, 5},
-		{10, []connectretry.Option{connectretry.WithMaxAttempts(3)}, 3},
-		{4, []connectretry.Option{connectretry.WithMaxAttempts(7)}, 4},
-		{10, []connectretry.Option{connectretry.WithMaxAttempts(7)}, 7},
+		{10, []connectretry.Option{connectretry.WithMaxAttemptsCap(3)}, 3},
+		{4, []connectretry.Option{connectretry.WithMaxAttemptsCap(7)}, 4},
+		{10, []connectretry.Option{connectretry.WithMaxAttemptsCap(7)}, 7},
 	} {
 		srv := startServer(t, failFirst(100, connect.CodeUnavailable), false)
 		c, _ := dial(t, srv, connectProtocol, retryConfig(t, tc.config, `"UNAVAILABLE"`, ""), tc.opts...)
@@ -475,7 +475,7 @@ func TestPreviousAttempts(t *testing.T) {
 
 func TestInvalidOptions(t *testing.T) {
 	for name, opt := range map[string]connectretry.Option{
-		"max attempts 0": connectretry.WithMaxAttempts(0),
+		"max attempts 0": connectretry.WithMaxAttemptsCap(0),
 		"empty server":   connectretry.WithServerName(""),
 		"nil clock":      connectretry.WithClock(nil),
 		"nil random":     connectretry.WithRandom(nil),
@@ -488,9 +488,9 @@ func TestInvalidOptions(t *testing.T) {
 		}
 	}
 	srv := startServer(t, handlers{}, false)
-	c := newClients(srv, connectProtocol, connectretry.NewInterceptor(nil, connectretry.WithMaxAttempts(-1)))
+	c := newClients(srv, connectProtocol, connectretry.NewInterceptor(nil, connectretry.WithMaxAttemptsCap(-1)))
 	_, err := call(context.Background(), c.unary, "x")
-	if connect.CodeOf(err) != connect.CodeInternal || !strings.Contains(err.Error(), "WithMaxAttempts") || srv.count(unary) != 0 {
+	if connect.CodeOf(err) != connect.CodeInternal || !strings.Contains(err.Error(), "WithMaxAttemptsCap") || srv.count(unary) != 0 {
 		t.Fatalf("unary: err %v, want internal naming the option, without reaching the server", err)
 	}
 	_, err = c.serverStream.CallServerStream(context.Background(), connect.NewRequest(wrapperspb.String("x")))

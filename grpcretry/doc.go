@@ -89,7 +89,7 @@
 //     commits a call when response headers or a message arrive, or when
 //     its messages outgrow the buffer; grpc-go also commits on Context,
 //     which would end retries for any code that merely reads the context.
-//   - [WithMaxAttempts] below 1 is an error from [New], where
+//   - [WithMaxAttemptsCap] below 1 is an error from [New], where
 //     grpc.WithMaxCallAttempts takes it to mean the default of 5: a
 //     mistyped limit should not go unnoticed.
 //   - A call that ran out of attempts says "attempts exhausted" and

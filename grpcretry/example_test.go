@@ -103,7 +103,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 
-	retries, err := grpcretry.New(cfg, grpcretry.WithMaxAttempts(3))
+	retries, err := grpcretry.New(cfg, grpcretry.WithMaxAttemptsCap(3))
 	if err != nil {
 		log.Fatal(err) // the first invalid option, by name
 	}

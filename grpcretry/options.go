@@ -39,11 +39,13 @@ type options struct {
 	resolvers map[string]resolver.Builder
 }
 
-// WithMaxAttempts sets the client-side maximum of attempts (A6 "Limits"):
-// a retryPolicy or hedgingPolicy that asks for more is held to n. The
-// default is 5. n must be >= 1.
-func WithMaxAttempts(n int) Option {
-	return optionFunc(func(o *options) { o.SetMaxAttempts(n) })
+// WithMaxAttemptsCap sets the client-side cap on a policy's maxAttempts
+// (A6 "Limits"): a retryPolicy or hedgingPolicy that asks for more
+// attempts, the first included, is held to n. The default is 5
+// ([serviceconfig.DefaultMaxAttemptsCap]). n must be >= 1; to make every
+// call once, use [WithRetriesDisabled].
+func WithMaxAttemptsCap(n int) Option {
+	return optionFunc(func(o *options) { o.SetMaxAttemptsCap(n) })
 }
 
 // WithBufferLimits sets the memory that may hold sent messages for replay
@@ -134,7 +136,7 @@ func WithPerAttemptTimeout(d time.Duration) Option {
 // logged at debug level ([WithLogger]). Give it only when every caller
 // that can set an override is trusted: an override that comes from a
 // request (a header passed on, a tenant's setting) could otherwise
-// multiply the load on a struggling backend. [WithMaxAttempts], the
+// multiply the load on a struggling backend. [WithMaxAttemptsCap], the
 // throttle and the buffer limits hold either way.
 func WithTrustedOverrides() Option {
 	return optionFunc(func(o *options) { o.TrustedOverrides = true })

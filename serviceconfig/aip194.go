@@ -12,7 +12,7 @@ import (
 // caller's knowledge, not something a service config can express.
 //
 // The policy retries only UNAVAILABLE, the one code AIP-194 calls retryable.
-// It makes at most DefaultMaxAttempts (5) attempts, since more would be
+// It makes at most DefaultMaxAttemptsCap (5) attempts, since more would be
 // clamped by default anyway. The backoff bound starts at 0.1s and doubles,
 // giving bounds of 0.1s, 0.2s, 0.4s and 0.8s: at most 1.5s of waiting in all,
 // short enough for a call with a typical deadline, long enough to outlast a
@@ -26,7 +26,7 @@ func AIP194(names ...Name) MethodConfig {
 	return MethodConfig{
 		Names: slices.Clone(names),
 		RetryPolicy: &RetryPolicy{
-			MaxAttempts:          DefaultMaxAttempts,
+			MaxAttempts:          DefaultMaxAttemptsCap,
 			InitialBackoff:       100 * time.Millisecond,
 			MaxBackoff:           5 * time.Second,
 			BackoffMultiplier:    2,

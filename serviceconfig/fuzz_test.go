@@ -113,7 +113,7 @@ func checkInvariants(t *testing.T, data []byte, c *serviceconfig.Config) {
 				rp.PerAttemptRecvTimeout < 0 {
 				t.Fatalf("methodConfig[%d]: invalid retry policy accepted: %+v", i, *rp)
 			}
-			if a := rp.Attempts(0); a < 2 || a > serviceconfig.DefaultMaxAttempts {
+			if a := rp.Attempts(0); a < 2 || a > serviceconfig.DefaultMaxAttemptsCap {
 				t.Fatalf("Attempts(0) = %d", a)
 			}
 			for retry := 1; retry < 70; retry++ {

@@ -76,7 +76,7 @@ func MaxBytes(n int) ParseOption {
 //     checked). Kept, a list of "{}" would cost a 72-byte MethodConfig for
 //     every 3 bytes of input. A name with a method but no service is an error,
 //     as is the same name appearing twice anywhere in the config.
-//   - maxAttempts above [DefaultMaxAttempts] is kept as written, with a
+//   - maxAttempts above [DefaultMaxAttemptsCap] is kept as written, with a
 //     warning; integers too large for an int saturate.
 //   - Status codes may be listed more than once (with a warning). OK is
 //     accepted, since it is a valid code; [Lint] flags it. Code names are
@@ -963,9 +963,9 @@ func (p *parser) maxAttempts(obj value, f *fields, i int) int {
 	case n <= 1:
 		p.errorf(v, "must be greater than 1, got %s", p.d.show(v))
 		return 0
-	case n > DefaultMaxAttempts:
+	case n > DefaultMaxAttemptsCap:
 		p.warnf(v, "%s is above the default client limit of %d; clients make at most %d attempts unless their limit is raised",
-			p.d.show(v), DefaultMaxAttempts, DefaultMaxAttempts)
+			p.d.show(v), DefaultMaxAttemptsCap, DefaultMaxAttemptsCap)
 	}
 	return int(min(n, math.MaxInt))
 }

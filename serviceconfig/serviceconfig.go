@@ -31,11 +31,12 @@ import (
 	"time"
 )
 
-// DefaultMaxAttempts is the client-side limit on maxAttempts that A6 sets by
-// default. A service config may ask for more attempts; clients treat larger
-// values as the limit, which a client may raise or lower. See
+// DefaultMaxAttemptsCap is the client-side cap on maxAttempts that A6 sets
+// by default. A service config may ask for more attempts; clients treat
+// larger values as the cap, which a client may raise or lower
+// (grpcretry's and connectretry's WithMaxAttemptsCap). See
 // [RetryPolicy.Attempts].
-const DefaultMaxAttempts = 5
+const DefaultMaxAttemptsCap = 5
 
 // Name selects the methods a [MethodConfig] applies to. A Name with Service
 // and Method set selects one method; with only Service set, every method of
@@ -92,7 +93,7 @@ type RetryPolicy struct {
 
 // Attempts returns the number of attempts a client makes under p: MaxAttempts
 // clamped to clientMax, the client-side limit of A6. A clientMax <= 0 means
-// [DefaultMaxAttempts]. The result is at least 1; a nil policy allows one
+// [DefaultMaxAttemptsCap]. The result is at least 1; a nil policy allows one
 // attempt.
 func (p *RetryPolicy) Attempts(clientMax int) int {
 	if p == nil {
@@ -103,7 +104,7 @@ func (p *RetryPolicy) Attempts(clientMax int) int {
 
 func clampAttempts(n, clientMax int) int {
 	if clientMax <= 0 {
-		clientMax = DefaultMaxAttempts
+		clientMax = DefaultMaxAttemptsCap
 	}
 	return max(1, min(n, clientMax))
 }

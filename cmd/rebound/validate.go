@@ -52,7 +52,7 @@ func runValidateStdin(ctx context.Context, args []string, stdout, stderr io.Writ
 func runValidate(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	clientMax := fs.Int("max-attempts", serviceconfig.DefaultMaxAttempts, "client-side maximum of attempts that maxAttempts is clamped to")
+	clientMax := fs.Int("max-attempts", serviceconfig.DefaultMaxAttemptsCap, "client-side maximum of attempts that maxAttempts is clamped to")
 	strict := fs.Bool("strict", false, "treat warnings as errors")
 	format := fs.String("format", "text", "output format: text, or json for one JSON document of findings and policies")
 	version := fs.Bool("version", false, "print the module version and exit")
