@@ -53,7 +53,8 @@
 //	  in a handler
 //	per-attempt timeout  WithPerAttemptTimeout, or     WithPerAttemptTimeout, or     WithPerAttemptTimeout
 //	                       perAttemptRecvTimeout         perAttemptRecvTimeout
-//	narrow one call      Override(o), a call option;   NewOverrideContext(ctx, o);   NewOverrideContext(ctx, o);
+//	narrow one call      Override(o), a call option;   Override(ctx, o), on the      Override(ctx, o), on the
+//	                                                     call's context;               request's context;
 //	                       loosening it takes            loosening it takes            loosening it takes
 //	                       WithTrustedOverrides          WithTrustedOverrides          WithTrustedOverrides
 //	time, in tests       WithClock, WithRandom         WithClock, WithRandom         WithClock, WithRandom

@@ -26,7 +26,7 @@
 //
 // [WithPerAttemptTimeout] (or the retryPolicy's perAttemptRecvTimeout) cuts
 // and retries an attempt of a unary call or server stream that has not
-// answered in time, and [NewOverrideContext] narrows one call's policy.
+// answered in time, and [Override] narrows one call's policy.
 //
 // Interceptors listed after this one in connect.WithInterceptors run once
 // per attempt; those before it once per call.

@@ -147,7 +147,7 @@ func WithPerAttemptTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) { o.SetPerAttemptTimeout(d) })
 }
 
-// WithTrustedOverrides lets [NewOverrideContext] loosen a method's policy:
+// WithTrustedOverrides lets [Override] loosen a method's policy:
 // more attempts than the service config allows, codes it does not retry, a
 // longer per-attempt timeout, or a retry policy on a method that has none
 // (with rebound.DefaultBackoff). Without it, an override only tightens,

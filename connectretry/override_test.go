@@ -64,7 +64,7 @@ func TestOverride(t *testing.T) {
 				opts = append(opts, connectretry.WithTrustedOverrides())
 			}
 			c, _ := dial(t, s, connectProtocol, tc.cfg(t), opts...)
-			_, err := call(connectretry.NewOverrideContext(context.Background(), tc.o), c.unary, "x")
+			_, err := call(connectretry.Override(context.Background(), tc.o), c.unary, "x")
 			if (err == nil) != tc.ok {
 				t.Fatalf("err %v, want ok %v", err, tc.ok)
 			}
@@ -83,7 +83,7 @@ func TestOverrideServerStream(t *testing.T) {
 		return connect.NewError(connect.CodeUnavailable, nil)
 	}}, false)
 	c, _ := dial(t, s, connectProtocol, retryConfig(t, 4, `"UNAVAILABLE"`, ""))
-	ctx := connectretry.NewOverrideContext(context.Background(), rebound.Override{MaxAttempts: 2})
+	ctx := connectretry.Override(context.Background(), rebound.Override{MaxAttempts: 2})
 	st, err := c.serverStream.CallServerStream(ctx, connect.NewRequest(wrapperspb.String("x")))
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestOverrideServerStream(t *testing.T) {
 func TestOverrideInvalid(t *testing.T) {
 	s := startServer(t, handlers{}, false)
 	c, _ := dial(t, s, connectProtocol, retryConfig(t, 3, `"UNAVAILABLE"`, ""))
-	_, err := call(connectretry.NewOverrideContext(context.Background(), rebound.Override{MaxAttempts: -2}), c.unary, "x")
+	_, err := call(connectretry.Override(context.Background(), rebound.Override{MaxAttempts: -2}), c.unary, "x")
 	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "Override.MaxAttempts") || s.count(unary) != 0 {
 		t.Fatalf("err %v with %d attempts, want invalid_argument naming Override.MaxAttempts before any", err, s.count(unary))
 	}

@@ -12,7 +12,7 @@
 // idempotent methods and the Idempotency-Key header ([Idempotent]).
 // [WithPerAttemptTimeout] cuts and retries an attempt whose response
 // headers have not arrived in time (a request that may have reached the
-// server only when it is idempotent), and [NewOverrideContext] narrows the
+// server only when it is idempotent), and [Override] narrows the
 // policy of one request.
 //
 // [CountAttempts] reports how many attempts a request made, hedges

@@ -349,7 +349,7 @@ func WithPerAttemptTimeout(d time.Duration) Option {
 	})
 }
 
-// WithTrustedOverrides lets [NewOverrideContext] loosen the Transport's
+// WithTrustedOverrides lets [Override] loosen the Transport's
 // policy: retry status codes it does not retry, or wait longer per
 // attempt. Without it, an override only tightens, and what it asks beyond
 // the Transport's options is held to them and logged at debug level
