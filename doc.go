@@ -33,9 +33,9 @@
 //	                       on the policy's maxAttempts   on the policy's maxAttempts
 //	                       (default 5)                   (default 5)
 //	no retries           WithRetriesDisabled           WithRetriesDisabled           WithMaxAttempts(1)
-//	retry budget         retryThrottling, per server   retryThrottling, per server   WithBudget; by default a
-//	                       name (WithServerName), and    name (WithServerName), and    rebound.TokenBucket per host
-//	                       WithBudget                    WithBudget
+//	retry budget         retryThrottling, per server   retryThrottling, per server   a rebound.TokenBucket per
+//	                       name (WithServerName)         name (WithServerName)         host (WithBudgetPerHost)
+//	and one beside it    WithBudget                    WithBudget                    WithBudget
 //	adaptive throttle    WithAdaptiveThrottle, per     WithAdaptiveThrottle, per     WithAdaptiveThrottle, per
 //	                       server name                   server name                   host
 //	adaptive rate limit  WithAdaptiveRateLimit, per    WithAdaptiveRateLimit, per    WithAdaptiveRateLimit, per

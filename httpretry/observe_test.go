@@ -168,7 +168,7 @@ func TestStatsThrottled(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clocktest.NewAuto()
-	tr, client := newTransport(t, clk, httpretry.WithBudget(func(string) rebound.Budget { return throttle }))
+	tr, client := newTransport(t, clk, httpretry.WithBudgetPerHost(func(string) rebound.Budget { return throttle }))
 	// Each failure takes a token; retries stop at half of 4: one retry,
 	// then none.
 	send(t, client, http.MethodGet, srv.URL, nil)
@@ -193,7 +193,7 @@ func TestStatsHedges(t *testing.T) {
 	// The clock never moves: each hedge goes out because the attempt before
 	// it failed, so attempts run one at a time.
 	tr, client := newTransport(t, clocktest.New(), httpretry.WithHedging(10*time.Second, 3),
-		httpretry.WithBudget(func(string) rebound.Budget { return throttle }))
+		httpretry.WithBudgetPerHost(func(string) rebound.Budget { return throttle }))
 	for _, step := range []struct {
 		name string
 		h    func(n int, w http.ResponseWriter, r *http.Request)
@@ -227,7 +227,7 @@ func TestStatsHedges(t *testing.T) {
 func TestStatsConcurrent(t *testing.T) {
 	srv := newStepServer(t)
 	srv.set(script(503))
-	tr, client := newTransport(t, clocktest.NewAuto(), httpretry.WithBudget(nil))
+	tr, client := newTransport(t, clocktest.NewAuto(), httpretry.WithBudgetPerHost(nil))
 	const requests = 8
 	var wg sync.WaitGroup
 	for range requests {
@@ -280,9 +280,9 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, retryClient := newTransport(t, clocktest.NewAuto(), httpretry.WithMeterProvider(mp),
-		httpretry.WithBudget(func(string) rebound.Budget { return throttle }))
+		httpretry.WithBudgetPerHost(func(string) rebound.Budget { return throttle }))
 	_, hedgeClient := newTransport(t, clocktest.New(), httpretry.WithMeterProvider(mp), httpretry.WithHedging(10*time.Second, 3))
-	_, otherClient := newTransport(t, clocktest.NewAuto(), httpretry.WithMeterProvider(mp), httpretry.WithBudget(nil))
+	_, otherClient := newTransport(t, clocktest.NewAuto(), httpretry.WithMeterProvider(mp), httpretry.WithBudgetPerHost(nil))
 	// Tokens 6, threshold 3.
 	for _, step := range []struct {
 		srv    *stepServer
@@ -409,7 +409,7 @@ func TestLogsThrottled(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, client := newTransport(t, clocktest.NewAuto(), httpretry.WithLogger(logger),
-		httpretry.WithBudget(func(string) rebound.Budget { return throttle }))
+		httpretry.WithBudgetPerHost(func(string) rebound.Budget { return throttle }))
 	send(t, client, http.MethodGet, srv.URL, nil)
 	observetest.CheckRecords(t, "throttled", records(), "GET "+srv.host(), srv.host(), []observetest.Record{
 		{Msg: "rebound: retry scheduled", Attrs: map[string]any{"attempt": 1, "delay": 500 * time.Millisecond}},

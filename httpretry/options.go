@@ -45,7 +45,8 @@ type config struct {
 	retryDelayCap time.Duration
 	status        statusSet
 	idempotent    func(*http.Request) bool
-	budget        func(host string) rebound.Budget
+	budgetPerHost func(host string) rebound.Budget // WithBudgetPerHost's
+	budget        rebound.Budget                   // WithBudget's; nil for none
 	strategy      rebound.Strategy
 	hedge         *rebound.HedgingPolicy
 	clock         rebound.Clock
@@ -155,11 +156,27 @@ func WithIdempotent(f func(req *http.Request) bool) Option {
 	})
 }
 
-// WithBudget sets where retries and hedges get their budget: f is called
-// once per host (the request URL's host[:port]) and its result shared by
-// every request to that host. A nil f, or an f that returns nil, means no
-// budget. The default gives each host its own [rebound.TokenBucket] with
-// [rebound.DefaultTokenBucket]. f must be safe for concurrent use.
+// WithBudget adds b to what retries and hedges must get past: every retry
+// and every hedge of the Transport's requests, to any host, needs b's
+// leave as well as its host's budget ([WithBudgetPerHost]), as grpcretry's
+// and connectretry's WithBudget add one beside the service config's
+// retryThrottling ([rebound.AllBudgets]). b is shared by every host; it
+// hears of every request's failures and successes. A nil b means none,
+// the default. With [WithStrategy], s decides retries and spends its own
+// budget, and b applies to hedges only.
+func WithBudget(b rebound.Budget) Option {
+	return optionFunc(func(c *config) {
+		c.budget = b
+	})
+}
+
+// WithBudgetPerHost sets each host's own budget, which replaces the
+// default: f is called once per host (the request URL's host[:port]) and
+// its result shared by every request to that host. An f that returns nil
+// gives that host no budget of its own; a nil f gives none to any host.
+// The default gives each host its own [rebound.TokenBucket] with
+// [rebound.DefaultTokenBucket]. f must be safe for concurrent use. A
+// budget of [WithBudget] must allow each retry and hedge as well.
 //
 // Budgets are kept for the 1024 hosts used most recently, so that a client
 // that talks to an unbounded set of hosts keeps bounded state: a new host
@@ -167,18 +184,21 @@ func WithIdempotent(f func(req *http.Request) bool) Option {
 // comes back gets a new budget from f.
 //
 // A [rebound.Throttle] works as in gRPC A6: every retryable failure takes a
-// token and retries stop while the throttle is at or below half full.
-func WithBudget(f func(host string) rebound.Budget) Option {
+// token and retries stop while the throttle is at or below half full. With
+// [WithStrategy], s decides retries and spends its own budget, and the
+// hosts' budgets apply to hedges only.
+func WithBudgetPerHost(f func(host string) rebound.Budget) Option {
 	return optionFunc(func(c *config) {
-		c.budget = f
+		c.budgetPerHost = f
 	})
 }
 
 // WithStrategy replaces the built-in strategy with s, shared by every
 // request (and so every host). s then decides attempts, delays and budgets
 // of retries; it cannot be combined with [WithMaxAttempts], [WithBackoff] or
-// [WithRandom], which configure the built-in one. [WithBudget] then applies
-// to hedges only. The Transport waits on s's clock when s has a Clock()
+// [WithRandom], which configure the built-in one. [WithBudget] and
+// [WithBudgetPerHost] then apply to hedges only: s's own budget, if any,
+// is what limits retries. The Transport waits on s's clock when s has a Clock()
 // rebound.Clock method, as [rebound.Do] does, and on the [WithClock] one
 // otherwise.
 func WithStrategy(s rebound.Strategy) Option {
@@ -367,7 +387,7 @@ func newConfig(opts []Option) *config {
 		backoff:       rebound.DefaultBackoff(),
 		retryDelayCap: rebound.DefaultRetryDelayCap,
 		idempotent:    Idempotent,
-		budget:        defaultBudget,
+		budgetPerHost: defaultBudget,
 		clock:         rebound.RealClock(),
 		maxBuffered:   DefaultMaxBufferedBody,
 	}

@@ -61,7 +61,7 @@ type callName struct{ method, host string }
 type host struct {
 	retry  *strategy
 	hedger *rebound.Hedger // nil without WithHedging
-	budget rebound.Budget  // the host's budget, for an override's cap; nil for none
+	budget rebound.Budget  // the host's budget and WithBudget's, for an override's cap; nil for none
 }
 
 // NewTransport returns a Transport that sends requests through base
@@ -82,7 +82,8 @@ type host struct {
 //   - never sleeping past the request context's deadline, and never
 //     retrying once the context is done;
 //   - while the host's budget allows (by default a [rebound.TokenBucket]
-//     per host, see [WithBudget]).
+//     per host, see [WithBudgetPerHost]), and the Transport's, if any
+//     ([WithBudget]).
 //
 // The caller's request is never modified. Each attempt after the first
 // gets a fresh body from GetBody; a body without GetBody is buffered when
@@ -124,12 +125,12 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if t.cfg.adaptiveThrottle != nil {
 		t.base = newGatedBase(t.base, t.cfg)
 	}
-	probe, err := t.newHost(nil)
+	probe, err := t.newHost(t.cfg.budget)
 	if err != nil {
 		t.err = err
 		return t
 	}
-	if t.cfg.budget == nil || (t.cfg.strategy != nil && t.cfg.hedge == nil) {
+	if t.cfg.budgetPerHost == nil || (t.cfg.strategy != nil && t.cfg.hedge == nil) {
 		t.shared = probe
 	}
 	return t
@@ -448,7 +449,19 @@ func (t *Transport) hostFor(name string) (*host, error) {
 	if t.shared != nil {
 		return t.shared, nil
 	}
-	return t.hosts.Get(name, func() (*host, error) { return t.newHost(t.cfg.budget(name)) })
+	return t.hosts.Get(name, func() (*host, error) { return t.newHost(hostBudget(t.cfg.budgetPerHost(name), t.cfg.budget)) })
+}
+
+// hostBudget returns what the retries and hedges of a host spend: its own
+// budget and the Transport's, both of which must allow; nil for neither.
+func hostBudget(own, shared rebound.Budget) rebound.Budget {
+	switch {
+	case own == nil:
+		return shared
+	case shared == nil:
+		return own
+	}
+	return rebound.AllBudgets(own, shared)
 }
 
 func (t *Transport) newHost(b rebound.Budget) (*host, error) {

@@ -582,7 +582,7 @@ func TestBudgetPerHost(t *testing.T) {
 		}
 		return bucket
 	}
-	client, _ := newClient(t, httpretry.WithBudget(budget))
+	client, _ := newClient(t, httpretry.WithBudgetPerHost(budget))
 	for _, step := range []struct {
 		srv      *server
 		attempts int // the server's total after the request
@@ -613,7 +613,7 @@ func TestBudgetThrottle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, _ := newClient(t, httpretry.WithBudget(func(string) rebound.Budget { return throttle }))
+	client, _ := newClient(t, httpretry.WithBudgetPerHost(func(string) rebound.Budget { return throttle }))
 	// Each failure takes a token; retries stop at half of 4.
 	for i, want := range []int{2, 3} {
 		resp, err := client.Get(srv.URL)
@@ -629,7 +629,7 @@ func TestBudgetThrottle(t *testing.T) {
 
 func TestNoBudget(t *testing.T) {
 	srv := newServer(t, script(503))
-	client, _ := newClient(t, httpretry.WithBudget(nil), httpretry.WithMaxAttempts(5))
+	client, _ := newClient(t, httpretry.WithBudgetPerHost(nil), httpretry.WithMaxAttempts(5))
 	for range 30 { // 120 retries, more than the default bucket's 100
 		resp, err := client.Get(srv.URL)
 		if err != nil {
@@ -639,6 +639,135 @@ func TestNoBudget(t *testing.T) {
 	}
 	if srv.attempts() != 150 {
 		t.Fatalf("server saw %d attempts, want 150", srv.attempts())
+	}
+}
+
+// TestBudgetShared: WithBudget's budget is one for every host, and it must
+// allow each retry beside the host's own (the default token bucket, which
+// never runs short here, or none): three retries' worth of tokens, spent
+// by whichever hosts fail first.
+func TestBudgetShared(t *testing.T) {
+	for name, perHost := range map[string][]httpretry.Option{
+		"default per host": nil,
+		"none per host":    {httpretry.WithBudgetPerHost(nil)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := newServer(t, script(503))
+			b := newServer(t, script(503))
+			shared, err := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 15, RetryCost: 5, TimeoutCost: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			client, _ := newClient(t, append(perHost, httpretry.WithBudget(shared))...)
+			for i, step := range []struct {
+				srv      *server
+				attempts int // the server's total after the request
+			}{
+				{a, 3}, // two retries: one left
+				{b, 2}, // b's own budget allows, the shared one one retry
+				{a, 4}, // nothing left for either host
+				{b, 3},
+			} {
+				resp, err := client.Get(step.srv.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 503 || step.srv.attempts() != step.attempts {
+					t.Fatalf("request %d: got %d with %d attempts, want 503 with %d", i+1, resp.StatusCode, step.srv.attempts(), step.attempts)
+				}
+			}
+		})
+	}
+}
+
+// TestBudgetSharedAndPerHost: a retry needs the leave of both the host's
+// budget and WithBudget's, and a refusal by one spends nothing of the
+// other.
+func TestBudgetSharedAndPerHost(t *testing.T) {
+	a := newServer(t, script(503))
+	b := newServer(t, script(503))
+	shared, err := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 15, RetryCost: 5, TimeoutCost: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perHost := func(string) rebound.Budget {
+		bucket, err := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 5, RetryCost: 5, TimeoutCost: 10})
+		if err != nil {
+			t.Error(err)
+		}
+		return bucket
+	}
+	client, _ := newClient(t, httpretry.WithBudget(shared), httpretry.WithBudgetPerHost(perHost))
+	for i, step := range []struct {
+		srv      *server
+		attempts int
+	}{
+		{a, 2}, // a's own bucket allows one retry; the shared one had three
+		{a, 3}, // a's is empty: its refusal took nothing from the shared one
+		{b, 2}, // b's own allows one, and the shared one its second
+	} {
+		resp, err := client.Get(step.srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if step.srv.attempts() != step.attempts {
+			t.Fatalf("request %d: server saw %d attempts in all, want %d", i+1, step.srv.attempts(), step.attempts)
+		}
+	}
+	if got := shared.Tokens(); got != 5 {
+		t.Errorf("shared bucket holds %d tokens, want 5 (two retries taken)", got)
+	}
+}
+
+// TestBudgetSharedHedges: hedges spend WithBudget's budget too, across
+// hosts.
+func TestBudgetSharedHedges(t *testing.T) {
+	a := newServer(t, script(503))
+	b := newServer(t, script(503))
+	shared, err := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 5, RetryCost: 5, TimeoutCost: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _ := newClient(t, httpretry.WithHedging(0, 3), httpretry.WithBudget(shared))
+	for _, srv := range []*server{a, b} {
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if a.attempts() != 2 || b.attempts() != 1 {
+		t.Fatalf("servers saw %d and %d attempts, want 2 (one hedge, all the shared budget allows) and 1", a.attempts(), b.attempts())
+	}
+}
+
+// TestBudgetWithStrategy: with WithStrategy the strategy decides retries;
+// WithBudget and WithBudgetPerHost apply to hedges only.
+func TestBudgetWithStrategy(t *testing.T) {
+	srv := newServer(t, script(503))
+	clk := clocktest.NewAuto()
+	policy, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 3, Backoff: rebound.DefaultBackoff()},
+		rebound.WithClock(clk), rebound.WithRandom(clocktest.NewRand(0.25)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, err := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 4, RetryCost: 5, TimeoutCost: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := &http.Transport{}
+	t.Cleanup(base.CloseIdleConnections)
+	client := &http.Client{Transport: httpretry.NewTransport(base, httpretry.WithStrategy(policy),
+		httpretry.WithBudget(empty), httpretry.WithBudgetPerHost(func(string) rebound.Budget { return empty }))}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if srv.attempts() != 3 {
+		t.Fatalf("server saw %d attempts, want the strategy's 3", srv.attempts())
 	}
 }
 
