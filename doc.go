@@ -48,9 +48,9 @@
 //	                       WithClassifier                WithClassifier                WithIdempotent,
 //	                                                                                   WithIdempotencyKey;
 //	                                                                                   WithClassifier
-//	attempt number,      PreviousAttempts(ctx)         PreviousAttempts(header)      the header named by
-//	                                                                                   WithAttemptHeader
-//	  in a handler
+//	attempts before      PreviousAttempts(ctx)         PreviousAttempts(header)      PreviousAttempts(header,
+//	  this one, in a       (grpc-previous-rpc-           (grpc-previous-rpc-           name), the header of
+//	  handler              attempts)                     attempts)                     WithPreviousAttemptsHeader
 //	per-attempt timeout  WithPerAttemptTimeout, or     WithPerAttemptTimeout, or     WithPerAttemptTimeout
 //	                       perAttemptRecvTimeout         perAttemptRecvTimeout
 //	narrow one call      Override(o), a call option;   Override(ctx, o), on the      Override(ctx, o), on the

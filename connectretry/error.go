@@ -9,7 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/previous"
 )
 
 // callError builds the error of a call that a retry or hedging policy
@@ -86,5 +86,5 @@ func attemptsOut(ctx context.Context) *int {
 // when the header is missing or invalid. Pass the request's header, like
 // PreviousAttempts(req.Header()).
 func PreviousAttempts(h http.Header) int {
-	return a6.PreviousAttempts(h[previousAttemptsKey])
+	return previous.Parse(h[previousAttemptsKey])
 }

@@ -64,7 +64,7 @@ type config struct {
 	rateLimit *rebound.AdaptiveRateLimitConfig
 	tracer    trace.TracerProvider
 
-	// headers are WithIdempotencyKey's and WithAttemptHeader's.
+	// headers are WithIdempotencyKey's and WithPreviousAttemptsHeader's.
 	headers requestHeaders
 	// rateLimitReset is WithRateLimitReset.
 	rateLimitReset bool
