@@ -32,7 +32,7 @@
 //	attempts at most     WithMaxAttemptsCap, a cap     WithMaxAttemptsCap, a cap     WithMaxAttempts (default 3)
 //	                       on the policy's maxAttempts   on the policy's maxAttempts
 //	                       (default 5)                   (default 5)
-//	no retries           WithRetriesDisabled           WithRetriesDisabled           WithMaxAttempts(1)
+//	no retries           WithRetriesDisabled           WithRetriesDisabled           WithRetriesDisabled
 //	retry budget         retryThrottling, per server   retryThrottling, per server   a rebound.TokenBucket per
 //	                       name (WithServerName)         name (WithServerName)         host (WithBudgetPerHost)
 //	and one beside it    WithBudget                    WithBudget                    WithBudget

@@ -41,6 +41,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 // invalid options, in order.
 type config struct {
 	maxAttempts   int
+	disabled      bool // WithRetriesDisabled
 	backoff       rebound.Backoff
 	retryDelayCap time.Duration
 	status        statusSet
@@ -82,7 +83,8 @@ func (c *config) fail(option, format string, args ...any) {
 }
 
 // WithMaxAttempts sets how many attempts a request gets, the first included.
-// n must be >= 1; 1 disables retries. The default is [DefaultMaxAttempts].
+// n must be >= 1; 1 disables retries, but not hedging ([WithRetriesDisabled]
+// turns off both). The default is [DefaultMaxAttempts].
 func WithMaxAttempts(n int) Option {
 	return optionFunc(func(c *config) {
 		c.set = append(c.set, "WithMaxAttempts")
@@ -92,6 +94,17 @@ func WithMaxAttempts(n int) Option {
 		}
 		c.maxAttempts = n
 	})
+}
+
+// WithRetriesDisabled turns retries and hedging off entirely: every
+// request is sent once, whatever [WithMaxAttempts], [WithHedging],
+// [WithStrategy] or an [Override] (even under [WithTrustedOverrides])
+// ask, as grpcretry's and connectretry's WithRetriesDisabled make every
+// call once. The rest still applies to that one attempt: the per-attempt
+// timeout, the adaptive throttle and rate limit, the idempotency key,
+// statistics, metrics, traces and the decision log.
+func WithRetriesDisabled() Option {
+	return optionFunc(func(c *config) { c.disabled = true })
 }
 
 // WithBackoff sets the backoff between attempts; it must pass
@@ -403,6 +416,10 @@ func newConfig(opts []Option) *config {
 	}
 	if c.strategy != nil && len(c.set) > 0 {
 		c.fail("WithStrategy", "cannot be combined with %s, which configures the built-in strategy", c.set[0])
+	}
+	if c.disabled {
+		// One attempt, which is also the cap of every override.
+		c.maxAttempts, c.hedge, c.strategy = 1, nil, nil
 	}
 	return c
 }

@@ -642,6 +642,55 @@ func TestNoBudget(t *testing.T) {
 	}
 }
 
+// TestRetriesDisabled: WithRetriesDisabled sends every request once,
+// whatever the options and overrides that would add attempts or hedges.
+func TestRetriesDisabled(t *testing.T) {
+	policy, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 3, Backoff: rebound.DefaultBackoff()},
+		rebound.WithClock(clocktest.NewAuto()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		opts []httpretry.Option
+		ov   *rebound.Override
+	}{
+		{"alone", nil, nil},
+		{"after WithMaxAttempts", []httpretry.Option{httpretry.WithMaxAttempts(5)}, nil},
+		{"before WithMaxAttempts", []httpretry.Option{httpretry.WithRetriesDisabled(), httpretry.WithMaxAttempts(5)}, nil},
+		{"with hedging", []httpretry.Option{httpretry.WithHedging(0, 3)}, nil},
+		{"with a strategy", []httpretry.Option{httpretry.WithStrategy(policy)}, nil},
+		{"with a trusted override", []httpretry.Option{httpretry.WithTrustedOverrides()}, &rebound.Override{MaxAttempts: 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, script(503, 200))
+			base := &http.Transport{}
+			t.Cleanup(base.CloseIdleConnections)
+			// A fake clock, and no WithRandom, which WithStrategy refuses:
+			// a retry would not wait, and would show.
+			tr := httpretry.NewTransport(base, append(tc.opts, httpretry.WithClock(clocktest.NewAuto()), httpretry.WithRetriesDisabled())...)
+			if err := tr.Err(); err != nil {
+				t.Fatal(err)
+			}
+			client := &http.Client{Transport: tr}
+			var n int
+			ctx := httpretry.CountAttempts(context.Background(), &n)
+			if tc.ov != nil {
+				ctx = httpretry.Override(ctx, *tc.ov)
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 503 || srv.attempts() != 1 || n != 1 {
+				t.Fatalf("got %d; the server saw %d attempts, CountAttempts %d; want 503 after 1", resp.StatusCode, srv.attempts(), n)
+			}
+		})
+	}
+}
+
 // TestBudgetShared: WithBudget's budget is one for every host, and it must
 // allow each retry beside the host's own (the default token bucket, which
 // never runs short here, or none): three retries' worth of tokens, spent
