@@ -603,7 +603,11 @@ func ccdf(sorted []time.Duration) []svgplot.Point {
 
 func writeStacked(path string, charts ...*svgplot.Chart) error {
 	var b bytes.Buffer
-	if _, err := svgplot.WriteStacked(&b, charts...); err != nil {
+	figures := make([]svgplot.Figure, len(charts))
+	for i, c := range charts {
+		figures[i] = c
+	}
+	if _, err := svgplot.WriteStacked(&b, figures...); err != nil {
 		return err
 	}
 	return os.WriteFile(path, b.Bytes(), 0o644)
