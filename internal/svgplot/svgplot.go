@@ -297,9 +297,9 @@ func logRound(v float64, up bool) float64 {
 	return e
 }
 
-// xTicks and yTicks are how many ticks suit each axis: one per 80 pixels
+// xTicks and yTicks are how many ticks suit each axis: one per 45 pixels
 // across, one per 50 up.
-func (l layout) xTicks() int { return max(2, int(l.right-l.left)/80) }
+func (l layout) xTicks() int { return max(2, int(l.right-l.left)/45) }
 func (l layout) yTicks() int { return max(2, int(l.bot-l.top)/50) }
 
 // widen turns an empty or single-valued range into one that can be drawn.

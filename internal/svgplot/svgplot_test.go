@@ -327,7 +327,7 @@ func tail() *Chart {
 	return &Chart{
 		Title: "tail", XLabel: "latency (ms)", YLabel: "fraction slower",
 		XLog: true, YLog: true,
-		Series: []Series{{Name: "a", Points: pts}, {Name: "b", Points: []Point{{2, 1}, {0, 0.5}, {50, 0.01}}}},
+		Series: []Series{{Name: "a", Points: pts, Steps: true}, {Name: "b", Points: []Point{{2, 1}, {0, 0.5}, {50, 0.01}}}},
 		Marks:  []Mark{{Horizontal: true, Value: 0.01, Label: "p99"}, {Horizontal: true, Value: 0.001, Label: "p99.9"}, {Value: 20, Label: "hedge"}},
 		Bands:  []Band{{From: 100, To: 200, Label: "stalls"}},
 	}
