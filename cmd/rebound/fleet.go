@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -25,43 +24,62 @@ var fleetHeader = map[sim.Policy]string{
 
 // runFleet runs the fleet-scale rows from c and prints them as a Markdown
 // table: the load amplification during the outage, and the goodput over
-// the run, of every policy.
-func runFleet(ctx context.Context, c sim.Config, stdout, stderr io.Writer) int {
-	var fe *sim.FieldError
-	if err := c.Validate(); errors.As(err, &fe) {
-		name, ok := simFlags[fe.Field]
-		if !ok {
-			name = "Config." + fe.Field
-		}
-		fmt.Fprintf(stderr, "sim: %s %s\n", name, fe.Problem)
-		return 2
+// the run, of every policy. html, if not "", gets the same as a page.
+func runFleet(ctx context.Context, c sim.Config, html string, stdout, stderr io.Writer) int {
+	if code, ok := simRunError(c.Validate(), stderr); !ok {
+		return code
 	}
 	reports, err := sim.RunFleet(ctx, c, sim.FleetScenarios)
 	if err != nil {
-		fmt.Fprintf(stderr, "sim: -fleet: %v\n", err)
+		fmt.Fprintf(stderr, "rebound sim: -fleet: %v\n", err)
 		return 1
 	}
-	printFleet(stdout, reports)
+	intro := fleetIntro(reports)
+	table := fleetTable(reports)
+	fmt.Fprintf(stdout, "%s\n\n", wrap(intro, 100))
+	fmt.Fprintf(stdout, "| %s |\n", strings.Join(table[0], " | "))
+	fmt.Fprintf(stdout, "|%s\n", strings.Repeat("---|", len(table[0])))
+	for _, row := range table[1:] {
+		fmt.Fprintf(stdout, "| %s |\n", strings.Join(row, " | "))
+	}
+	fmt.Fprint(stdout, fleetLegend)
+	if html == "" {
+		return 0
+	}
+	page := htmlReport{
+		Title:      "rebound sim -fleet",
+		Scenario:   []string{intro},
+		Conclusion: conclusion{Detail: []string{strings.Join(strings.Fields(fleetLegend), " ")}},
+		Tables:     []htmlTable{{Caption: "Load amplification during the outage (goodput over the run)", Rows: table}},
+	}
+	if err := page.write(html); err != nil {
+		fmt.Fprintf(stderr, "rebound sim: -html: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "\nwrote the report (table, conclusion) to %s\n", html)
 	return 0
 }
 
-func printFleet(w io.Writer, reports []*sim.Report) {
-	fmt.Fprintln(w, "Load amplification during the outage (attempts sent per request arriving), and goodput over")
-	fmt.Fprintf(w, "the run (requests succeeded per second); the same %v outage and 1000 req/s in every row.\n\n", reports[0].Config.OutageLength)
+func fleetIntro(reports []*sim.Report) string {
+	return fmt.Sprintf("Load amplification during the outage (attempts sent per request arriving), and goodput over "+
+		"the run (requests succeeded per second); the same %v outage and 1000 req/s in every row.", reports[0].Config.OutageLength)
+}
+
+// fleetTable returns the rows of every scenario, headings first.
+func fleetTable(reports []*sim.Report) [][]string {
 	cols := []string{"clients x rate"}
 	for _, p := range sim.Policies {
 		cols = append(cols, fleetHeader[p])
 	}
-	fmt.Fprintf(w, "| %s |\n", strings.Join(cols, " | "))
-	fmt.Fprintf(w, "|%s\n", strings.Repeat("---|", len(cols)))
+	t := [][]string{cols}
 	for i, r := range reports {
 		cells := []string{sim.FleetScenarios[i].Name}
 		for _, res := range r.Results {
-			cells = append(cells, fmt.Sprintf("%.2fx (%.0f/s)", res.OutageAmplification, res.Goodput))
+			cells = append(cells, fmt.Sprintf("%s (%.0f/s)", amp(res.OutageAmplification), res.Goodput))
 		}
-		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+		t = append(t, cells)
 	}
-	fmt.Fprint(w, fleetLegend)
+	return t
 }
 
 const fleetLegend = `
