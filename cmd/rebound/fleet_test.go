@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,19 @@ func TestSimFleet(t *testing.T) {
 	for i := range want {
 		if strings.Join(rows[i], " | ") != strings.Join(want[i], " | ") {
 			t.Errorf("row %d:\n%q\nwant\n%q", i, rows[i], want[i])
+		}
+	}
+	// The conclusion names, per row, the policies with the least load and
+	// the one with the most, with the table's figures.
+	words := strings.Join(strings.Fields(out), " ")
+	for i, h := range fleetHeadlines(reports) {
+		if !strings.Contains(words, h) {
+			t.Errorf("output lacks the conclusion %q", h)
+		}
+		for _, m := range regexp.MustCompile(`\(([\d.]+x)\)`).FindAllStringSubmatch(h, -1) {
+			if !strings.Contains(strings.Join(want[i+1], " "), m[1]+" (") {
+				t.Errorf("the conclusion's %s is not in row %q", m[1], want[i+1])
+			}
 		}
 	}
 	if !testing.Short() {

@@ -162,8 +162,7 @@ body { font-family: sans-serif; max-width: 1000px; margin: 2em auto; padding: 0 
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; font-size: 0.95em; }
 th, td { padding: 0.25em 0.6em; border-bottom: 1px solid #ddd; text-align: right; }
-td { white-space: nowrap; }
-th:first-child, td:first-child { text-align: left; white-space: normal; }
+th:first-child, td:first-child { text-align: left; }
 code { font-size: 0.9em; overflow-wrap: anywhere; }
 .config td { text-align: left; vertical-align: top; white-space: normal; }
 .config td:first-child { white-space: nowrap; }
