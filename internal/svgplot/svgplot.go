@@ -455,8 +455,8 @@ func (c *Chart) renderMarks(b *bytes.Buffer, l layout) {
 // each on a white box, so that no line crosses one. A horizontal mark's
 // label sits above its line at the right; vertical marks' labels are
 // stacked down from the top of the plot, one line each, beside their line:
-// to its right, unless that would cross another vertical mark or leave the
-// plot and the left side would not.
+// on the side where the label crosses no other vertical mark and stays in
+// the plot, the right one first.
 func (c *Chart) renderMarkLabels(b *bytes.Buffer, l layout) {
 	var xs []float64 // the vertical marks' lines
 	for _, m := range c.Marks {
@@ -464,8 +464,9 @@ func (c *Chart) renderMarkLabels(b *bytes.Buffer, l layout) {
 			xs = append(xs, l.px(v))
 		}
 	}
+	inside := func(x0, x1 float64) bool { return x0 >= l.left && x1 <= l.right }
 	free := func(x0, x1, own float64) bool {
-		if x0 < l.left || x1 > l.right {
+		if !inside(x0, x1) {
 			return false
 		}
 		for _, x := range xs {
@@ -501,11 +502,20 @@ func (c *Chart) renderMarkLabels(b *bytes.Buffer, l layout) {
 		x := l.px(v)
 		y := top + 16*float64(vertical)
 		vertical++
-		left := x + 4
-		if !free(left-2, left+w+2, x) && free(x-4-w-2, x-2, x) {
-			left = x - 4 - w
+		// Right of the line, else left, where no other mark's line
+		// crosses the label; else where it stays inside the plot (its box
+		// hides the line it crosses); else right.
+		right, left := x+4, x-4-w
+		at := right
+		switch {
+		case free(right-2, right+w+2, x):
+		case free(left-2, left+w+2, x):
+			at = left
+		case inside(right-2, right+w+2):
+		case inside(left-2, left+w+2):
+			at = left
 		}
-		boxedText(b, left, y, w, m.Label)
+		boxedText(b, at, y, w, m.Label)
 	}
 	if started {
 		b.WriteString("</g>\n")

@@ -521,6 +521,19 @@ func TestMarkLabels(t *testing.T) {
 	if found != 3 {
 		t.Errorf("%d boxed labels, want 3:\n%s", found, doc[labels:])
 	}
+
+	// Near the right edge, with no side free of the other line, a label
+	// stays inside the plot, over the legend's space.
+	c.Marks = []Mark{{Value: 200, Label: "hedge 200.0ms"}, {Value: 230, Label: "adaptive hedge 230.0ms"}}
+	l = c.layout()
+	doc = string(render(t, c))
+	for _, m := range box.FindAllStringSubmatch(doc, -1) {
+		x0, _ := strconv.ParseFloat(m[1], 64)
+		w, _ := strconv.ParseFloat(m[2], 64)
+		if x0 < l.left || x0+w > l.right {
+			t.Errorf("label %q (%v to %v) leaves the plot (%v to %v)", m[3], x0, x0+w, l.left, l.right)
+		}
+	}
 }
 
 // TestBandStyle: a band takes its own colour and names itself in the
