@@ -526,9 +526,10 @@ func (c *Chart) renderMarkLabels(b *bytes.Buffer, l layout) {
 func textWidth(s string) float64 { return float64(len([]rune(s)) * charWidth) }
 
 // boxedText writes s in the mark colour from (x, y), its baseline, on a
-// white box a little larger than the text.
+// white box a little larger than the text that stops 2 pixels above a
+// horizontal mark's line, 4 below the baseline, so as not to hide it.
 func boxedText(b *bytes.Buffer, x, y, w float64, s string) {
-	b.WriteString(`<rect x="` + num(x-2) + `" y="` + num(y-11) + `" width="` + num(w+4) + `" height="15" fill="#ffffff" stroke="none"/>` + "\n")
+	b.WriteString(`<rect x="` + num(x-2) + `" y="` + num(y-11) + `" width="` + num(w+4) + `" height="13" fill="#ffffff" stroke="none"/>` + "\n")
 	text(b, x, y, "start", `fill="`+markColor+`"`, s)
 }
 

@@ -505,7 +505,7 @@ func TestMarkLabels(t *testing.T) {
 	}
 	l := c.layout()
 	lines := []float64{l.px(math.Log10(15.4)), l.px(math.Log10(20))}
-	box := regexp.MustCompile(`<rect x="([0-9.]+)" y="[0-9.]+" width="([0-9.]+)" height="15" fill="#ffffff" stroke="none"/>\n<text [^>]*>([^<]*)</text>`)
+	box := regexp.MustCompile(`<rect x="([0-9.]+)" y="[0-9.]+" width="([0-9.]+)" height="13" fill="#ffffff" stroke="none"/>\n<text [^>]*>([^<]*)</text>`)
 	found := 0
 	for _, m := range box.FindAllStringSubmatch(doc[labels:], -1) {
 		found++
@@ -520,6 +520,16 @@ func TestMarkLabels(t *testing.T) {
 	}
 	if found != 3 {
 		t.Errorf("%d boxed labels, want 3:\n%s", found, doc[labels:])
+	}
+	// A horizontal mark's label box stops short of its line.
+	p99 := regexp.MustCompile(`<rect x="[0-9.]+" y="([0-9.]+)" width="[0-9.]+" height="([0-9.]+)" fill="#ffffff" stroke="none"/>\n<text [^>]*>p99</text>`).FindStringSubmatch(doc)
+	if p99 == nil {
+		t.Fatal("no boxed p99 label")
+	}
+	top, _ := strconv.ParseFloat(p99[1], 64)
+	height, _ := strconv.ParseFloat(p99[2], 64)
+	if top+height > l.py(-2)-1 {
+		t.Errorf("the p99 label's box reaches %v, over its line at %v", top+height, l.py(-2))
 	}
 
 	// Near the right edge, with no side free of the other line, a label
