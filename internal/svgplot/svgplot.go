@@ -68,6 +68,10 @@ type Band struct {
 	// Legend, if not empty, names the band in the legend with a swatch
 	// of its colour; bands of the same legend share one entry.
 	Legend string
+	// Strip draws the band as a strip along the bottom of the plot
+	// rather than across its height, over the other bands: a mark that
+	// should not hide them.
+	Strip bool
 }
 
 // Chart is a line chart. The zero value is a valid, empty 800×450 chart. A
@@ -368,24 +372,45 @@ func (c *Chart) renderBody(b *bytes.Buffer) {
 // opacity is drawn differently, or black, by some renderers.
 const bandFill = "#ebebeb"
 
+// stripHeight is the height of a band drawn as a strip.
+const stripHeight = 8
+
 func (c *Chart) renderBands(b *bytes.Buffer, l layout) {
 	if len(c.Bands) == 0 {
 		return
 	}
 	b.WriteString(`<g class="bands">` + "\n")
+	type placed struct {
+		x0, x1 float64
+		band   Band
+	}
+	var all []placed
 	for _, band := range c.Bands {
 		from, ok1 := scale(band.From, l.xlog)
 		to, ok2 := scale(band.To, l.xlog)
-		if !ok1 || !ok2 {
-			continue
+		if ok1 && ok2 {
+			all = append(all, placed{l.px(min(from, to)), l.px(max(from, to)), band})
 		}
-		x0, x1 := l.px(min(from, to)), l.px(max(from, to))
-		b.WriteString(`<rect x="` + num(x0) + `" y="` + num(l.top) + `" width="` + num(x1-x0) +
-			`" height="` + num(l.bot-l.top) + `" fill="`)
-		escape(b, bandColor(band))
-		b.WriteString(`" stroke="none"/>` + "\n")
-		if band.Label != "" {
-			text(b, (x0+x1)/2, l.top+14, "middle", `fill="#444444"`, band.Label)
+	}
+	// Full bands, then strips over them, then the labels over both.
+	for _, strips := range []bool{false, true} {
+		for _, p := range all {
+			if p.band.Strip != strips {
+				continue
+			}
+			y, h := l.top, l.bot-l.top
+			if strips {
+				y, h = l.bot-stripHeight, stripHeight
+			}
+			b.WriteString(`<rect x="` + num(p.x0) + `" y="` + num(y) + `" width="` + num(p.x1-p.x0) +
+				`" height="` + num(h) + `" fill="`)
+			escape(b, bandColor(p.band))
+			b.WriteString(`" stroke="none"/>` + "\n")
+		}
+	}
+	for _, p := range all {
+		if p.band.Label != "" {
+			text(b, (p.x0+p.x1)/2, l.top+14, "middle", `fill="#444444"`, p.band.Label)
 		}
 	}
 	b.WriteString("</g>\n")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"image"
 	"io"
 	"math"
@@ -543,6 +544,27 @@ func TestMarkLabels(t *testing.T) {
 		if x0 < l.left || x0+w > l.right {
 			t.Errorf("label %q (%v to %v) leaves the plot (%v to %v)", m[3], x0, x0+w, l.left, l.right)
 		}
+	}
+}
+
+// TestBandStrips: a strip lies along the bottom of the plot, drawn after
+// the full bands, and every band's label after both, so that neither hides
+// the outage or its label.
+func TestBandStrips(t *testing.T) {
+	c := &Chart{
+		Series: []Series{{Points: []Point{{0, 1}, {10, 1}}}},
+		Bands:  []Band{{From: 4, To: 5, Color: "#ee7733", Strip: true}, {From: 3, To: 6, Label: "outage"}},
+	}
+	l := c.layout()
+	doc := string(render(t, c))
+	strip := fmt.Sprintf(`<rect x="%s" y="%s" width="%s" height="%s" fill="#ee7733" stroke="none"/>`,
+		num(l.px(4)), num(l.bot-stripHeight), num(l.px(5)-l.px(4)), num(stripHeight))
+	full := fmt.Sprintf(`<rect x="%s" y="%s" width="%s" height="%s" fill="%s" stroke="none"/>`,
+		num(l.px(3)), num(l.top), num(l.px(6)-l.px(3)), num(l.bot-l.top), bandFill)
+	label := ">outage</text>"
+	i, j, k := strings.Index(doc, full), strings.Index(doc, strip), strings.Index(doc, label)
+	if i < 0 || j < 0 || k < 0 || !(i < j && j < k) {
+		t.Errorf("band at %d, strip at %d, label at %d: want all three, in that order:\n%s", i, j, k, doc)
 	}
 }
 
