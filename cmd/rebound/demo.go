@@ -56,8 +56,8 @@ and the server's load as an SVG (-svg), and all of it on one page (-html).
 Calls start on a clock, -rate a second, whatever the server does. A call the
 machine is too busy to start on time starts late rather than not at all, so
 that every policy makes the same calls; the demo counts the late starts and
-shades when they happened on the load chart, where their attempts arrive
-bunched together.
+marks when they happened with a strip along the bottom of the load chart,
+where their attempts arrive bunched together.
 
 -trace writes the spans of one retried and one hedged call and prints them
 as trees.
@@ -448,8 +448,8 @@ func lateNote(results []*outcome) string {
 		return ""
 	}
 	return fmt.Sprintf("The machine was busy: %d of %d calls started more than %s after they were due, at most %s late (%s). "+
-		"Their attempts reached the server bunched together, so the load chart shades when it happened: "+
-		"a spike there is the load generator catching up, not the policy.",
+		"Their attempts reached the server bunched together, so the load chart marks when, with an orange strip along its bottom: "+
+		"a spike above it is the load generator catching up, not the policy.",
 		late, total, msString(lateAfter(results[0].slice)), msString(worst), strings.Join(who, ", "))
 }
 
@@ -656,9 +656,10 @@ func (o *outcome) add(r callResult, inOutage bool) {
 	}
 }
 
-// lateColor shades the times calls started late on the load chart: a light
-// orange, apart from the outage's grey.
-const lateColor = "#fbe0c3"
+// lateColor marks the times calls started late on the load chart, in a
+// strip along its bottom: Paul Tol's orange, apart from every line's
+// colour and the outage's grey.
+const lateColor = "#EE7733"
 
 // demoCharts returns the latency tail of every policy, on log-log axes with
 // the percentiles marked, and the server's load over time.
@@ -691,7 +692,7 @@ func demoCharts(c demoConfig, results []*outcome) []svgplot.Figure {
 		load.Bands = []svgplot.Band{{From: from.Seconds(), To: to.Seconds(), Label: "outage"}}
 	}
 	for _, s := range lateSpans(results) {
-		load.Bands = append(load.Bands, svgplot.Band{From: s.from.Seconds(), To: s.to.Seconds(), Color: lateColor,
+		load.Bands = append(load.Bands, svgplot.Band{From: s.from.Seconds(), To: s.to.Seconds(), Color: lateColor, Strip: true,
 			Legend: "calls started late (busy machine)"})
 	}
 	for _, o := range results {

@@ -337,8 +337,9 @@ func TestDemoCharts(t *testing.T) {
 			late = append(late, b)
 		}
 	}
-	if len(late) != 2 || late[0].From != 0.1 || late[0].To != 0.25 || late[1].From != 2 || late[1].To != 2.1 || late[0].Legend == "" {
-		t.Errorf("late bands %+v, want 0.1s-0.25s and 2s-2.1s, with a legend", late)
+	if len(late) != 2 || late[0].From != 0.1 || late[0].To != 0.25 || late[1].From != 2 || late[1].To != 2.1 || late[0].Legend == "" ||
+		!late[0].Strip || !late[1].Strip {
+		t.Errorf("late bands %+v, want strips at 0.1s-0.25s and 2s-2.1s, with a legend", late)
 	}
 	for _, s := range tail.Series {
 		if !s.Steps {
