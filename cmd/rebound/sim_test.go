@@ -33,6 +33,18 @@ func simArgs(svg string, extra ...string) []string {
 	return append(append(args, "-svg", svg), extra...)
 }
 
+// simTiny are flags for the tests of what sim writes rather than what it
+// finds: the same clients, a 2s outage in a 6s run.
+var simTiny = []string{
+	"-clients", "5", "-rate", "50", "-capacity", "350", "-duration", "6s",
+	"-outage-start", "2s", "-outage-length", "2s", "-seed", "3",
+}
+
+func tinyArgs(svg string, extra ...string) []string {
+	args := append([]string{"sim"}, simTiny...)
+	return append(append(args, "-svg", svg), extra...)
+}
+
 // simRow is one line of sim's table.
 type simRow struct {
 	requests, attempts         int
@@ -175,7 +187,7 @@ func TestSim(t *testing.T) {
 		t.Error(err)
 	}
 	// A panel draws everywhere: drawing all eighteen takes oksvg 18s.
-	report, err := sim.Run(context.Background(), simConfig(t))
+	report, err := sim.Run(context.Background(), tinyConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,12 +198,11 @@ func TestSim(t *testing.T) {
 	checkChart(t, panel.Bytes(), policyColor, baseColor, "#000000")
 }
 
-// simConfig is the config simShort's flags give.
-func simConfig(t *testing.T) sim.Config {
-	t.Helper()
+// tinyConfig is the config simTiny's flags give.
+func tinyConfig() sim.Config {
 	c := sim.DefaultConfig
-	c.Clients, c.Rate, c.Capacity, c.Duration = 5, 50, 350, 30*time.Second
-	c.OutageStart, c.OutageLength, c.Seed = 10*time.Second, 10*time.Second, 3
+	c.Clients, c.Rate, c.Capacity, c.Duration = 5, 50, 350, 6*time.Second
+	c.OutageStart, c.OutageLength, c.Seed = 2*time.Second, 2*time.Second, 3
 	return c
 }
 
@@ -247,7 +258,7 @@ func checkConclusionAgrees(t *testing.T, out string) {
 
 func TestSimHTML(t *testing.T) {
 	page := filepath.Join(t.TempDir(), "sim.html")
-	out, stderr, code := runCLI(t, simArgs("", "-html", page)...)
+	out, stderr, code := runCLI(t, tinyArgs("", "-html", page)...)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr: %s", code, stderr)
 	}
@@ -351,7 +362,7 @@ func TestSimConclusion(t *testing.T) {
 func TestSimDeterministic(t *testing.T) {
 	svg := filepath.Join(t.TempDir(), "load.svg")
 	render := func(extra ...string) (string, []byte) {
-		out, stderr, code := runCLI(t, simArgs(svg, extra...)...)
+		out, stderr, code := runCLI(t, tinyArgs(svg, extra...)...)
 		if code != 0 {
 			t.Fatalf("exit %d, stderr: %s", code, stderr)
 		}
@@ -374,7 +385,7 @@ func TestSimDeterministic(t *testing.T) {
 
 func TestSimWithoutSVG(t *testing.T) {
 	t.Chdir(t.TempDir())
-	out, stderr, code := runCLI(t, simArgs("")...)
+	out, stderr, code := runCLI(t, tinyArgs("")...)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr: %s", code, stderr)
 	}
@@ -392,7 +403,7 @@ func TestSimWithoutSVG(t *testing.T) {
 
 func TestSimDefaultSVGPath(t *testing.T) {
 	t.Chdir(t.TempDir())
-	if _, stderr, code := runCLI(t, append([]string{"sim"}, simShort...)...); code != 0 {
+	if _, stderr, code := runCLI(t, append([]string{"sim"}, simTiny...)...); code != 0 {
 		t.Fatalf("exit %d, stderr: %s", code, stderr)
 	}
 	parseSVG(t, "rebound-sim.svg")
@@ -444,7 +455,7 @@ func TestSimRejectsBadFlags(t *testing.T) {
 		{[]string{"-nope"}, "-nope"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
-		args := append(append([]string{"sim"}, simShort...), tc.args...)
+		args := append(append([]string{"sim"}, simTiny...), tc.args...)
 		args = append(args, "-svg", "")
 		out, stderr, code := runCLI(t, args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) || out != "" {
@@ -469,7 +480,7 @@ func TestSimFlagsCoverConfig(t *testing.T) {
 func TestSimUnwritableOutputs(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing", "load")
 	for _, flag := range []string{"-svg", "-html"} {
-		out, stderr, code := runCLI(t, append(simArgs(""), flag, missing+flag)...)
+		out, stderr, code := runCLI(t, append(tinyArgs(""), flag, missing+flag)...)
 		if code != 2 || out != "" || !strings.Contains(stderr, "rebound sim: "+flag+": ") {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want 2 and an error naming %s", flag, code, out, stderr, flag)
 		}
