@@ -25,17 +25,14 @@ func tableRows(out string) [][]string {
 
 // sim -fleet prints a row per fleet scenario and a cell per policy, each
 // the scenario's result as the run gives it, and with -html writes the
-// same table as a page. Under -short the outage is made short (the base
-// flags apply to every row); internal/sim checks what the full rows show,
-// and without -short the figures are checked here too.
+// same table as a page. The outage is made short (the base flags apply to
+// every row): internal/sim checks what the full rows show, and without
+// -short a full run is checked for the figures too.
 func TestSimFleet(t *testing.T) {
 	t.Chdir(t.TempDir())
 	c := sim.DefaultConfig
-	args := []string{"sim", "-fleet"}
-	if testing.Short() {
-		c.Duration, c.OutageStart, c.OutageLength = 3*time.Second, time.Second, time.Second
-		args = append(args, "-duration", "3s", "-outage-start", "1s", "-outage-length", "1s")
-	}
+	c.Duration, c.OutageStart, c.OutageLength = 3*time.Second, time.Second, time.Second
+	args := []string{"sim", "-fleet", "-duration", "3s", "-outage-start", "1s", "-outage-length", "1s"}
 	page := filepath.Join(t.TempDir(), "fleet.html")
 	out, stderr, code := runCLI(t, append(args, "-html", page)...)
 	if code != 0 {
@@ -69,6 +66,14 @@ func TestSimFleet(t *testing.T) {
 		}
 	}
 	if !testing.Short() {
+		out, stderr, code := runCLI(t, "sim", "-fleet")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		rows := tableRows(out)
+		if len(rows) != 4 {
+			t.Fatalf("table rows:\n%s", out)
+		}
 		// The figures for the old policies, and the shedder's
 		// 1.00x in every row.
 		for i, want := range [][]string{
