@@ -276,6 +276,7 @@ type problem struct {
 	at         int // byte offset of the value or key it is about
 	path       string
 	msg        string
+	suggest    string // for an unknown field, the known one it likely misspells
 }
 
 func (a *problem) less(b *problem) bool {
@@ -299,12 +300,19 @@ func (p *parser) report(ps *problems, order, at int, msg func() string) {
 // reportAt records a problem as report does, under the path that path
 // returns; path and msg are called only if the problem is kept.
 func (p *parser) reportAt(ps *problems, order, at int, path, msg func() string) {
+	p.reportProblem(ps, order, at, path, func() (string, string) { return msg(), "" })
+}
+
+// reportProblem records a problem as reportAt does; fill returns its
+// message and suggestion, and is called only if the problem is kept.
+func (p *parser) reportProblem(ps *problems, order, at int, path func() string, fill func() (msg, suggest string)) {
 	ps.total++
 	pr := problem{order: order, seq: ps.total}
 	if len(ps.kept) == maxProblems && !pr.less(&ps.kept[ps.last]) {
 		return
 	}
-	pr.at, pr.path, pr.msg = at, path(), msg()
+	pr.at, pr.path = at, path()
+	pr.msg, pr.suggest = fill()
 	if len(ps.kept) < maxProblems {
 		ps.kept = append(ps.kept, pr)
 		if ps.kept[ps.last].less(&pr) {
@@ -389,7 +397,7 @@ func (p *parser) finish() ([]*Error, []Warning) {
 	}
 	var warns []Warning
 	for i, pr := range p.warns.kept {
-		warns = append(warns, Warning{Path: pr.path, Message: pr.msg, Line: warnLC[i].line, Column: warnLC[i].col})
+		warns = append(warns, Warning{Path: pr.path, Message: pr.msg, Suggestion: pr.suggest, Line: warnLC[i].line, Column: warnLC[i].col})
 	}
 	if n := p.warns.total - len(p.warns.kept); n > 0 {
 		warns = append(warns, Warning{Message: fmt.Sprintf("and %d more warnings", n)})
@@ -469,7 +477,12 @@ func (p *parser) object(f *fields, v value, names []string) bool {
 		p.push(keyAt(key))
 		switch {
 		case i < 0:
-			p.warnFn(key, func() string { return unknownField(p.d.text(key), names) })
+			p.reportProblem(&p.warns, key.start, key.start, p.pathString, func() (string, string) {
+				if guess := likelyField(p.d.text(key), names); guess != "" {
+					return fmt.Sprintf("unknown field, ignored (did you mean %q?)", guess), guess
+				}
+				return "unknown field, ignored", ""
+			})
 		case !isExact:
 			p.warnFn(key, func() string {
 				return fmt.Sprintf("A6 spells this field %q; grpc-go accepts any letter case, other gRPC implementations do not", names[i])
@@ -506,13 +519,13 @@ func matchField(key []byte, names []string) (int, bool) {
 	return -1, false
 }
 
-// unknownField describes an unknown key, suggesting the known field it most
-// likely misspells: the nearest by edit distance (letters added, dropped,
-// changed or swapped), ignoring letter case and the separators '_' and '-',
-// if near enough for the field's length. Proto field names such as
+// likelyField returns the known field an unknown key most likely
+// misspells: the nearest by edit distance (letters added, dropped, changed
+// or swapped), ignoring letter case and the separators '_' and '-', if near
+// enough for the field's length; or "" for none. Proto field names such as
 // max_attempts, which not every gRPC implementation accepts (grpc-go does
 // not), are at distance 0.
-func unknownField(key []byte, known []string) string {
+func likelyField(key []byte, known []string) string {
 	// No known field is longer than 25 bytes, nor 3 edits from a key more
 	// than 3 bytes longer: longer keys need no comparison.
 	const longest = 25 + 3
@@ -522,7 +535,7 @@ func unknownField(key []byte, known []string) string {
 			continue
 		}
 		if len(k) == longest {
-			return "unknown field, ignored"
+			return ""
 		}
 		k = append(k, lower(c))
 	}
@@ -533,10 +546,7 @@ func unknownField(key []byte, known []string) string {
 			best, bestD = name, d
 		}
 	}
-	if bestD < 0 {
-		return "unknown field, ignored"
-	}
-	return fmt.Sprintf("unknown field, ignored (did you mean %q?)", best)
+	return best
 }
 
 // distance returns the optimal string alignment distance between a and the

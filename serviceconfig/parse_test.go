@@ -510,6 +510,14 @@ func TestParseWarnings(t *testing.T) {
 				t.Fatalf("errors: %q", errs)
 			}
 			checkLines(t, "warnings", warningLines(c.Warnings), tc.want)
+			// Suggestion is the guess the message names, and only that.
+			for _, w := range c.Warnings {
+				_, guess, _ := strings.Cut(w.Message, "(did you mean \"")
+				guess, _, _ = strings.Cut(guess, "\"?)")
+				if w.Suggestion != guess {
+					t.Errorf("%s: Suggestion %q, want %q", w, w.Suggestion, guess)
+				}
+			}
 		})
 	}
 }

@@ -33,7 +33,8 @@ Each problem is one line, as editors and CI annotators read them:
   FILE:LINE:COL: warning: JSON.PATH: message        (a warning)
 
 Every problem of a file is reported in one run: its errors, its warnings
-(an unknown field, with the known field it most likely misspells) and
+(an unknown field; one that is near a known field, such as
+"retryThrotling", is an error, as the setting it meant is silently off) and
 AIP-194's advice on the status codes it retries, whether or not the file is
 valid. Configs that grpc-go accepts in other spellings (field names in
 another letter case, durations like ".5s") are valid with a warning naming
@@ -220,7 +221,7 @@ func check(name string, data []byte, readErr error, clientMax, maxBytes int, str
 	if strict {
 		warnSeverity = "error"
 	}
-	i, j := 0, 0
+	i, j, typos := 0, 0, 0
 	for i < len(errs) || j < len(warns) {
 		if j == len(warns) || (i < len(errs) && !before(warns[j].Line, warns[j].Column, errs[i].Line, errs[i].Column)) {
 			e := errs[i]
@@ -231,11 +232,18 @@ func check(name string, data []byte, readErr error, clientMax, maxBytes int, str
 			i++
 		} else {
 			w := warns[j]
-			r.Findings = append(r.Findings, finding{warnSeverity, w.Path, w.Line, w.Column, w.Message})
+			sev := warnSeverity
+			if w.Suggestion != "" {
+				// A near miss of a known field is almost always a typo
+				// that silently turns a setting off: a check must fail.
+				sev = "error"
+				typos++
+			}
+			r.Findings = append(r.Findings, finding{sev, w.Path, w.Line, w.Column, w.Message})
 			j++
 		}
 	}
-	r.Valid = err == nil && (!strict || len(warns) == 0)
+	r.Valid = err == nil && typos == 0 && (!strict || len(warns) == 0)
 	if err == nil {
 		r.describe(cfg, clientMax)
 	}

@@ -387,10 +387,16 @@ func TestValidateByteOrderMark(t *testing.T) {
 // included: a check that passes over retryThrotling no longer drops
 // throttling in silence.
 func TestValidateDidYouMean(t *testing.T) {
-	body := `{"retryThrotling":{"maxTokens":10,"tokenRatio":0.1},"methodConfig":[{"name":[{"servce":"a.B"}],"timout":"1s"}]}`
-	out, _, code := runCLI(t, "validate", "-strict", writeFile(t, body))
+	body := `{"retryThrotling":{"maxTokens":10,"tokenRatio":0.1},"methodConfig":[{"name":[{"servce":"a.B"}],"timout":"1s"}],"jitter":true}`
+	// A near miss turns a setting off without a word from grpc-go: it
+	// fails the check without -strict; a field near no known one (jitter)
+	// stays a warning.
+	out, _, code := runCLI(t, "validate", writeFile(t, body))
 	if code != 1 {
-		t.Errorf("-strict: exit %d, want 1", code)
+		t.Errorf("exit %d, want 1", code)
+	}
+	if !strings.Contains(out, ": invalid (3 errors, 1 warning)\n") || !strings.Contains(out, ": warning: jitter: unknown field, ignored\n") {
+		t.Errorf("output does not count the near misses as errors and jitter as a warning:\n%s", out)
 	}
 	for _, want := range []string{
 		`retryThrotling: unknown field, ignored (did you mean "retryThrottling"?)`,
