@@ -19,8 +19,10 @@
 //	                       (*Client, error)              (*Interceptor, error)         (*Transport, error)
 //	count attempts       CountAttempts(&n),            CountAttempts(ctx, &n)        CountAttempts(ctx, &n)
 //	                       a grpc.CallOption             on the call's context         on the request's context
-//	a failed call        the last attempt's status     the last attempt's            the last response, with a
-//	                       error (status.Code)           *connect.Error                nil error, if one came
+//	a failed call        "grpcretry: gave up after     "connectretry: gave up after  the last response, with a
+//	                       N attempts (reason): …",      N attempts (reason): …",      nil error, if one came;
+//	                       with the last attempt's       unwrapping to the last        else "httpretry: gave up
+//	                       status (status.Code)          attempt's *connect.Error      after N attempts …"
 //	why it stopped       errors.As(err, &e) with e a *rebound.Error: e.Attempts, e.Reason (below)
 //	statistics           Client.Stats(),               Interceptor.Stats()           Transport.Stats()
 //	                       StatsOf(conn)

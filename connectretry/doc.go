@@ -62,11 +62,14 @@
 //     is shorter. Its waitForReady and message size limits are not applied:
 //     connect sets size limits per client (connect.WithReadMaxBytes,
 //     connect.WithSendMaxBytes).
-//   - A call that ends in failure after a policy governed it returns a
-//     *connect.Error with the last attempt's code, message, details and
-//     metadata, which unwraps to an [*Error] with the number of attempts and
-//     why retrying stopped. [CountAttempts] reports the number of attempts
-//     of any call.
+//   - A call that ends in failure after a policy governed it returns an
+//     error whose text says why, as grpcretry's and httpretry's do
+//     ("connectretry: gave up after 3 attempts (attempts exhausted):
+//     unavailable: busy"). It unwraps to a *connect.Error with the last
+//     attempt's code, message, details and metadata (connect.CodeOf and
+//     errors.As see it; a handler that passes the error on sends that), and
+//     to a [rebound.Error] with the number of attempts and why retrying
+//     stopped. [CountAttempts] reports the number of attempts of any call.
 //
 // # Seeing retries
 //
