@@ -9,7 +9,7 @@ import (
 )
 
 // Strategy decides whether and when a failed request is tried again (Smithy
-// RetryStrategy). It keeps no per-request state: that lives in the [Token]s
+// RetryStrategy). It keeps no per-request state: that lives in each [Token]
 // it hands out. Implementations must be safe for concurrent use.
 type Strategy interface {
 	// AcquireInitialToken is called before the first attempt. If it fails,
@@ -18,7 +18,7 @@ type Strategy interface {
 	// RefreshToken is called after a failed attempt with that attempt's
 	// token and error. It returns the token for the next attempt, or an
 	// error saying why there is none. A token not issued by this strategy,
-	// or already refreshed or recorded, gives [errInvalidToken].
+	// or already refreshed or recorded, gives an error.
 	RefreshToken(ctx context.Context, t Token, err error) (Token, error)
 	// RecordSuccess is called after a successful attempt with its token.
 	// The same token rules apply as for RefreshToken.

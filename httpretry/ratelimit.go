@@ -31,8 +31,7 @@ import (
 //
 // Every Transport of the process with c shares one limiter per host, so
 // that the clients of one process together keep to the host's limit; a
-// Transport keeps the limiters of the bounded.DefaultMax (1024) hosts it
-// used last. c's fields must be valid; the zero value means the AWS SDKs'
+// Transport keeps the limiters of the 1024 hosts it used most recently. c's fields must be valid; the zero value means the AWS SDKs'
 // constants.
 func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimitConfig) Option {
 	return optionFunc(func(cfg *config) {
