@@ -144,15 +144,20 @@ func StatsOf(cc *grpc.ClientConn) rebound.Stats {
 //
 // It returns what [Client.DialOptions] returns for a [Client] of cfg. An
 // invalid option does not panic: grpc.NewClient fails with an error that
-// names it, and should a later grpc.WithDefaultServiceConfig hide that
-// error, every call fails with codes.Internal and the option's error. [New]
-// returns the error instead.
+// ends with the option's own, as [New] returns it:
+//
+//	grpc: the provided default service config is invalid: error parsing config for policy "grpcretry.DialOptions": invalid option, not a service config: grpcretry: WithMaxAttemptsCap: n must be >= 1, got 0
+//
+// grpc-go frames it as its default service config, the only error of
+// grpc.NewClient that a dial option can carry. Should a later
+// grpc.WithDefaultServiceConfig hide that error, every call fails with
+// codes.Internal and the option's error. [New] returns the error alone.
 func DialOptions(cfg *serviceconfig.Config, opts ...Option) []grpc.DialOption {
 	c, err := New(cfg, opts...)
 	if err != nil {
 		fail := status.Error(codes.Internal, err.Error())
 		return []grpc.DialOption{
-			failNewClient(err),
+			failNewClient("invalid option, not a service config: " + err.Error()),
 			grpc.WithDisableRetry(),
 			grpc.WithChainUnaryInterceptor(func(context.Context, string, any, any, *grpc.ClientConn, grpc.UnaryInvoker, ...grpc.CallOption) error {
 				return fail
