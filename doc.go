@@ -28,7 +28,8 @@
 //	                       StatsOf(conn)
 //	statistics by        "/pkg.Service/Method"         "/pkg.Service/Method"         "GET host"
 //	metrics              WithMeterProvider:            WithMeterProvider:            WithMeterProvider:
-//	                       grpc.client.call.*            grpc.client.call.*            http.client.request.*
+//	                       grpc.client.call.* (A96)      grpc.client.call.* (A96)      rebound.client.call.*
+//	                       and rebound.client.call.*     and rebound.client.call.*
 //	decision log         WithLogger                    WithLogger                    WithLogger
 //	traces               WithTracerProvider (A72)      WithTracerProvider (A72)      WithTracerProvider
 //	attempts at most     WithMaxAttemptsCap, a cap     WithMaxAttemptsCap, a cap     WithMaxAttempts (default 3)

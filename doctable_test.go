@@ -91,8 +91,8 @@ var dotted = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*
 // goNames returns the names in a cell that refer to the API of a protocol
 // package or of rebound: Name, Type.Method, rebound.Name. Names of other
 // packages (grpc.NewClient), lower-case words, all-caps words (GET),
-// hyphenated words (Retry-After), quoted text and metric names are left
-// out.
+// hyphenated words (Retry-After), quoted text and metric names
+// (rebound.client.call.*) are left out.
 func goNames(cell string) []string {
 	var names []string
 	for _, loc := range dotted.FindAllStringIndex(cell, -1) {
@@ -100,7 +100,7 @@ func goNames(cell string) []string {
 		if loc[0] > 0 && strings.ContainsRune(`".-/`, rune(cell[loc[0]-1])) {
 			continue
 		}
-		if loc[1] < len(cell) && strings.ContainsRune(`"-`, rune(cell[loc[1]])) {
+		if loc[1] < len(cell) && strings.ContainsRune(`"-`, rune(cell[loc[1]])) || strings.HasPrefix(cell[loc[1]:], ".*") {
 			continue
 		}
 		first, _, _ := strings.Cut(tok, ".")

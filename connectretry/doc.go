@@ -79,8 +79,10 @@
 // the throttle refused or server pushback delayed or stopped.
 // [WithMeterProvider] records the same as the OpenTelemetry instruments of
 // gRFC A96 (grpc.client.call.retries, grpc.client.call.hedges,
-// grpc.client.call.retry_delay, with the attributes grpc.method and
-// grpc.target), and [WithLogger] writes one debug record per decision: a
+// grpc.client.call.retry_delay) and rebound's own
+// (rebound.client.call.retries_throttled, .retries_pushback_stopped,
+// .attempt_timeouts), with the attributes grpc.method, grpc.target and
+// rpc.system.name "connectrpc", and [WithLogger] writes one debug record per decision: a
 // retry scheduled, a hedge sent, a server stream committed, or giving up
 // and why. A unary call is recorded when it returns, a server stream when
 // it commits to an attempt (or fails before one); calls that no policy

@@ -173,15 +173,18 @@ func WithAdaptiveHedging(a AdaptiveHedging) Option {
 	})
 }
 
-// WithMeterProvider records the OpenTelemetry instruments of gRFC A96 once
-// per call that a policy governs: grpc.client.call.retries,
+// WithMeterProvider records OpenTelemetry instruments with mp once per
+// call that a policy governs: gRFC A96's grpc.client.call.retries,
 // grpc.client.call.transparent_retries, grpc.client.call.hedges and
-// grpc.client.call.retry_delay, with grpc.method and grpc.target, plus the
-// counters grpc.client.call.retries_throttled and
-// grpc.client.call.retries_pushback_stopped, and the counter
-// grpc.client.call.attempt_timeouts of attempts cut by the per-attempt
-// timeout. Transparent retries are counted by a stats handler that
-// [Client.DialOptions] then installs.
+// grpc.client.call.retry_delay, and rebound's own counters
+// rebound.client.call.retries_throttled and
+// rebound.client.call.retries_pushback_stopped (calls whose retries the
+// throttle or server pushback stopped) and
+// rebound.client.call.attempt_timeouts (attempts cut by the per-attempt
+// timeout), all with A66's attributes grpc.method and grpc.target and
+// rpc.system.name "grpc". Transparent retries are counted by a stats
+// handler that [Client.DialOptions] then installs. The meter's scope is
+// "github.com/rebound-go/rebound/grpcretry".
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(o *options) { o.SetMeterProvider(mp) })
 }

@@ -284,17 +284,17 @@ func WithMaxBufferedBody(n int64) Option {
 	})
 }
 
-// WithMeterProvider records the retry instruments of gRFC A96 with mp,
-// named in the style of the OpenTelemetry HTTP semantic conventions, once
-// per request when its RoundTrip returns: http.client.request.retries,
-// http.client.request.hedges and http.client.request.retry_delay, with the
-// attributes http.request.method, server.address, server.port and
-// http.response.status_code (see the package documentation), and the
-// counter http.client.request.retries_throttled of requests whose retries
-// the budget refused. HTTP has no server signal that stops retrying, so
-// http.client.request.retries_pushback_stopped counts only a
+// WithMeterProvider records rebound's retry instruments with mp, once per
+// request when its RoundTrip returns: rebound.client.call.retries,
+// rebound.client.call.hedges and rebound.client.call.retry_delay (gRFC
+// A96's three, for HTTP), with the attributes http.request.method,
+// server.address, server.port and http.response.status_code (see the
+// package documentation), and the counter
+// rebound.client.call.retries_throttled of requests whose retries the
+// budget refused. HTTP has no server signal that stops retrying, so
+// rebound.client.call.retries_pushback_stopped counts only a
 // [WithStrategy] strategy's [rebound.ErrPushback]. The counter
-// http.client.request.attempt_timeouts counts attempts cut by
+// rebound.client.call.attempt_timeouts counts attempts cut by
 // [WithPerAttemptTimeout]. The meter's scope is
 // "github.com/rebound-go/rebound/httpretry".
 func WithMeterProvider(mp metric.MeterProvider) Option {
