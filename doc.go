@@ -47,6 +47,10 @@
 //	server hint          grpc-retry-pushback-ms;       grpc-retry-pushback-ms;       Retry-After;
 //	                       RetryInfo                     RetryInfo                     WithRateLimitReset
 //	longest hint waited  WithRetryDelayCap (60s)       WithRetryDelayCap (60s)       WithRetryDelayCap (60s)
+//	replay buffer        WithBufferLimits(total,       none: a request message is    WithBufferLimits(total,
+//	  limits               perCall)                      marshaled again for each      perCall), for bodies
+//	                                                     attempt, and client streams   it must read to send
+//	                                                     are never retried             them again
 //	what is retryable    the policy's codes;           the policy's codes;           WithRetryableStatus,
 //	                       WithClassifier                WithClassifier                WithIdempotent,
 //	                                                                                   WithIdempotencyKey;
@@ -163,8 +167,10 @@
 //   - connectretry (per server name) and httpretry (per host) keep the
 //     state of the 1024 peers used most recently; an evicted peer that
 //     comes back starts afresh.
-//   - Replay buffers are capped per call and per client
-//     (grpcretry.WithBufferLimits; httpretry.WithMaxBufferedBody), service
+//   - Replay buffers are capped per call and per client by
+//     WithBufferLimits in grpcretry and httpretry (1 MiB and 16 MiB by
+//     default, [DefaultBufferPerCall] and [DefaultBufferTotal]; connectretry
+//     buffers nothing), service
 //     configs by their size (serviceconfig), and server hints by
 //     WithRetryDelayCap (60s by default, [DefaultRetryDelayCap]) in all
 //     three.

@@ -20,6 +20,7 @@ import (
 	"github.com/rebound-go/rebound/internal/adaptive"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/internal/ratelimit"
+	"github.com/rebound-go/rebound/internal/replay"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -38,7 +39,7 @@ type Client struct {
 
 	configErrors atomic.Uint64 // service configs from resolvers that were rejected
 
-	buffered atomic.Int64 // bytes streams keep for replay, against the total buffer limit
+	buffers replay.Pool // bytes kept for replay, against WithBufferLimits
 
 	rec    *observe.Recorder // statistics, metrics and decision logs
 	tracer *observe.Tracer   // nil without WithTracerProvider
@@ -110,6 +111,7 @@ func New(cfg *serviceconfig.Config, opts ...Option) (*Client, error) {
 	}
 	tracer := observe.NewTracer(o.TracerProvider, "github.com/rebound-go/rebound/grpcretry", observe.SystemGRPC)
 	c := &Client{cfg: cfg, opts: o, rec: rec, tracer: tracer, clock: clock}
+	c.buffers.Limits = o.buffers
 	if o.Clock == nil {
 		c.epoch = time.Now()
 	}

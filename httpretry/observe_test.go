@@ -97,7 +97,7 @@ func TestStats(t *testing.T) {
 	srv := newStepServer(t)
 	clk := clocktest.NewAuto()
 	// Bodies of more than 4 bytes without GetBody cannot be replayed.
-	tr, client := newTransport(t, clk, httpretry.WithMaxBufferedBody(4))
+	tr, client := newTransport(t, clk, httpretry.WithBufferLimits(1<<20, 4))
 	get, post, put := "GET "+srv.host(), "POST "+srv.host(), "PUT "+srv.host()
 	// Each step sends one request and checks the statistics after it. The
 	// backoff waits 500ms, then 1s.
@@ -357,7 +357,7 @@ func TestMetrics(t *testing.T) {
 func TestLogs(t *testing.T) {
 	logger, records := observetest.DebugLog(t)
 	srv := newStepServer(t)
-	_, client := newTransport(t, clocktest.NewAuto(), httpretry.WithLogger(logger), httpretry.WithMaxBufferedBody(4))
+	_, client := newTransport(t, clocktest.NewAuto(), httpretry.WithLogger(logger), httpretry.WithBufferLimits(1<<20, 4))
 	seen := 0
 	for _, step := range []struct {
 		name   string
@@ -435,9 +435,9 @@ func TestLogsOnlyAtDebugLevel(t *testing.T) {
 	var buf bytes.Buffer
 	srv := newStepServer(t)
 	srv.set(retryAfter("120", 503, 503, 200))
-	_, client := newTransport(t, clocktest.NewAuto(), httpretry.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))), httpretry.WithMaxBufferedBody(0))
+	_, client := newTransport(t, clocktest.NewAuto(), httpretry.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))), httpretry.WithBufferLimits(1, 1))
 	send(t, client, http.MethodGet, srv.URL, nil)
-	send(t, client, http.MethodPut, srv.URL, unreplayable("x"))
+	send(t, client, http.MethodPut, srv.URL, unreplayable("xy"))
 	if buf.Len() != 0 {
 		t.Fatalf("logged at info level:\n%s", buf.String())
 	}
