@@ -245,3 +245,34 @@ func describeType(prefix string, obj *types.TypeName, typ func(types.Type) strin
 	}
 	return lines
 }
+
+// TestDependencies keeps README's promise that a package brings in only
+// what it needs: the engine (package rebound) imports the standard library
+// alone, and httpretry neither grpc-go nor connect-go.
+func TestDependencies(t *testing.T) {
+	for _, tc := range []struct {
+		pkg       string
+		forbidden func(dep string, std bool) bool
+		what      string
+	}{
+		{".", func(dep string, std bool) bool {
+			return !std && !strings.HasPrefix(dep, "github.com/rebound-go/rebound")
+		}, "anything but the standard library"},
+		{"./httpretry", func(dep string, _ bool) bool {
+			return strings.HasPrefix(dep, "google.golang.org/grpc") || strings.HasPrefix(dep, "connectrpc.com/")
+		}, "grpc-go or connect-go"},
+	} {
+		cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", tc.pkg)
+		cmd.Stderr = new(bytes.Buffer)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list: %v\n%s", err, cmd.Stderr)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			dep, std, _ := strings.Cut(line, " ")
+			if tc.forbidden(dep, std == "true") {
+				t.Errorf("%s imports %s: it must not import %s", tc.pkg, dep, tc.what)
+			}
+		}
+	}
+}
