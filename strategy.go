@@ -50,6 +50,8 @@ type settings struct {
 	classifyDefault bool
 	clock           Clock
 	random          Random
+	// callBudget is budget when it counts calls ([CallBudget]), for [Do].
+	callBudget CallBudget
 }
 
 // WithMaxAttempts sets the maximum number of attempts, the first included.
@@ -95,6 +97,7 @@ func (s *settings) build(opts []Option) error {
 	if s.random == nil {
 		s.random = globalRandom{}
 	}
+	s.callBudget, _ = s.budget.(CallBudget)
 	return nil
 }
 
