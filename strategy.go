@@ -67,7 +67,7 @@ func WithBudget(b Budget) Option { return optionFunc(func(s *settings) { s.budge
 
 // WithClassifier sets how attempt errors are classified; the default is
 // [Classify].
-func WithClassifier(c Classifier) Option { return optionFunc(func(s *settings) { s.classify = c }) }
+func WithClassifier(f Classifier) Option { return optionFunc(func(s *settings) { s.classify = f }) }
 
 // WithClock sets the clock used for delays and deadlines.
 func WithClock(c Clock) Option { return optionFunc(func(s *settings) { s.clock = c }) }

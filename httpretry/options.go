@@ -244,13 +244,13 @@ func WithHedging(delay time.Duration, maxAttempts int) Option {
 
 // WithClock sets the clock for waits, hedging delays, deadlines and
 // HTTP-date Retry-After hints. The default is the real clock.
-func WithClock(clk rebound.Clock) Option {
-	return optionFunc(func(c *config) {
-		if clk == nil {
-			c.fail("WithClock", "nil Clock")
+func WithClock(c rebound.Clock) Option {
+	return optionFunc(func(cfg *config) {
+		if c == nil {
+			cfg.fail("WithClock", "nil Clock")
 			return
 		}
-		c.clock = clk
+		cfg.clock = c
 	})
 }
 
