@@ -25,7 +25,7 @@ func (f optionFunc) apply(o *options) { f(o) }
 type options struct {
 	a6.Options
 	buffers  replay.Limits
-	adaptive *AdaptiveHedging
+	adaptive *AdaptiveHedgingConfig
 	// classify is WithClassifier's; nil for none.
 	classify func(Failure, rebound.RetryInfo) rebound.RetryInfo
 	// resolvers are WithResolver's builders, by scheme.
@@ -155,15 +155,15 @@ func buildOptions(opts []Option) options {
 
 // WithAdaptiveHedging makes the hedging delay of every method under a
 // hedgingPolicy follow the method's recent latency, and caps the method's
-// hedges at a fraction of its calls; see [AdaptiveHedging]. The fields must
-// be valid.
-func WithAdaptiveHedging(a AdaptiveHedging) Option {
+// hedges at a fraction of its calls; see [AdaptiveHedgingConfig]. c's
+// fields must be valid.
+func WithAdaptiveHedging(c AdaptiveHedgingConfig) Option {
 	return optionFunc(func(o *options) {
-		if err := a.validate(); err != nil {
+		if err := c.validate(); err != nil {
 			o.Fail("WithAdaptiveHedging: %v", err)
 			return
 		}
-		o.adaptive = &a
+		o.adaptive = &c
 	})
 }
 
