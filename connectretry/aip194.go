@@ -12,18 +12,19 @@ import (
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-// SafeToRetry reports whether AIP-194 lets calls of spec be retried
-// automatically: a unary procedure declared free of side effects
-// (connect.IdempotencyNoSideEffects) or idempotent
-// (connect.IdempotencyIdempotent). Streams, and procedures of unknown
-// idempotency, are not: running them twice may change state twice.
-func SafeToRetry(spec connect.Spec) bool {
+// Idempotent reports whether calls of spec may be sent more than once, so
+// that AIP-194 lets them be retried automatically: a unary procedure
+// declared free of side effects (connect.IdempotencyNoSideEffects) or
+// idempotent (connect.IdempotencyIdempotent). Streams, and procedures of
+// unknown idempotency, are not: running them twice may change state twice.
+// It is httpretry.Idempotent for a connect procedure.
+func Idempotent(spec connect.Spec) bool {
 	return spec.StreamType == connect.StreamTypeUnary &&
 		(spec.IdempotencyLevel == connect.IdempotencyNoSideEffects || spec.IdempotencyLevel == connect.IdempotencyIdempotent)
 }
 
 // AIP194 returns a service config that retries, as AIP-194 recommends, the
-// procedures among specs that [SafeToRetry] accepts, and leaves the others
+// procedures among specs that [Idempotent] accepts, and leaves the others
 // without a policy, so they are made once. Only Procedure, StreamType and
 // IdempotencyLevel of a spec are read. The policy is
 // [serviceconfig.AIP194]: UNAVAILABLE only, up to 5 attempts, backoff
@@ -39,7 +40,7 @@ func AIP194(specs ...connect.Spec) (*serviceconfig.Config, error) {
 		if !ok {
 			return nil, fmt.Errorf("connectretry: AIP194: specs[%d].Procedure %q is not of the form /pkg.Service/Method", i, spec.Procedure)
 		}
-		if SafeToRetry(spec) && !slices.Contains(names, name) {
+		if Idempotent(spec) && !slices.Contains(names, name) {
 			names = append(names, name)
 		}
 	}
@@ -65,7 +66,7 @@ func AIP194Services(services ...protoreflect.ServiceDescriptor) *serviceconfig.C
 				StreamType:       connect.StreamTypeUnary,
 				IdempotencyLevel: connect.IdempotencyLevel(opts.GetIdempotencyLevel()),
 			}
-			if SafeToRetry(spec) {
+			if Idempotent(spec) {
 				names = append(names, serviceconfig.Name{Service: string(sd.FullName()), Method: string(md.Name())})
 			}
 		}

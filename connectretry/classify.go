@@ -14,8 +14,10 @@ import (
 // Failure is a failed attempt, as a classifier given to [WithClassifier]
 // sees it. Its fields must not be modified.
 type Failure struct {
-	// Procedure is the call's procedure, "/package.Service/Method".
-	Procedure string
+	// Method is the call's procedure, "/package.Service/Method"
+	// (connect.Spec.Procedure), the name grpcretry's Failure.Method and
+	// the statistics give it.
+	Method string
 	// Err is the attempt's error: its code, message and details, and in
 	// its Meta the response's header and trailer metadata.
 	Err *connect.Error
@@ -72,7 +74,7 @@ func (o *options) verdict(v *ratelimit.Verdict, procedure string, ce *connect.Er
 		_, _, pushback := a6.ParsePushback(ce.Meta()[pushbackKey])
 		info.Throttle = info.Throttle || ratelimit.Feedback(uint32(ce.Code()), pushback, 0).Throttled
 	}
-	final := verdict.Reclassify(info, true, o.classify(Failure{Procedure: procedure, Err: ce}, info))
+	final := verdict.Reclassify(info, true, o.classify(Failure{Method: procedure, Err: ce}, info))
 	v.Settle(info, final)
 	return final
 }

@@ -39,7 +39,7 @@
 // effects, which connect-go procedures declare with connect.IdempotencyLevel
 // (the idempotency_level option of a protobuf method). [AIP194] and
 // [AIP194Services] build the service config of that safe default set, and
-// [SafeToRetry] tells whether one procedure belongs to it. Configure other
+// [Idempotent] tells whether one procedure belongs to it. Configure other
 // procedures, or hedging, only when running them twice is harmless.
 //
 // # Semantics
