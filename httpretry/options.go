@@ -272,7 +272,7 @@ func WithRandom(r rebound.Random) Option {
 // memory, to send it again, when the request has a Body but no GetBody; a
 // request whose body is larger than perCall, or than what is left of total
 // while other requests hold theirs, is committed: it is sent once, without
-// retries or hedges, and fails with [ErrBodyNotReplayable] as the reason
+// retries or hedges, and fails with [rebound.ErrCommitted] as the reason
 // if that attempt fails. A body is held until its RoundTrip returns. A
 // body with GetBody (http.NewRequest sets one for a *bytes.Buffer,
 // *bytes.Reader or *strings.Reader) is the caller's to replay and takes no

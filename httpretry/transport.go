@@ -15,10 +15,12 @@ import (
 	"github.com/rebound-go/rebound/internal/replay"
 )
 
-// ErrBodyNotReplayable is the reason a request was not retried when its
-// body could not be sent again: it had no GetBody and did not fit in the
-// buffer limits ([WithBufferLimits]).
-var ErrBodyNotReplayable = errors.New("httpretry: request body cannot be replayed")
+// errBodyNotReplayable is the reason a request whose body cannot be sent
+// again (no GetBody, and too large for [WithBufferLimits]) was not
+// retried: it is committed to its one attempt, as a gRPC call whose
+// request outgrew the replay buffer is, and unwraps to
+// rebound.ErrCommitted.
+var errBodyNotReplayable = fmt.Errorf("%w: %s", rebound.ErrCommitted, whyNotReplayable)
 
 var errZeroTransport = errors.New("httpretry: Transport not made by NewTransport")
 
@@ -104,8 +106,9 @@ type host struct {
 // RoundTripper. Otherwise the error says why retrying stopped: it unwraps
 // to a [*rebound.Error], and errors.Is finds the reason
 // ([rebound.ErrAttemptsExhausted], [rebound.ErrThrottled],
-// [rebound.ErrNotRetryable], [rebound.ErrDeadline], [ErrBodyNotReplayable]
-// or the context's cause) and the last attempt's error.
+// [rebound.ErrNotRetryable], [rebound.ErrDeadline], [rebound.ErrCommitted]
+// when the body could not be sent again, or the context's cause) and the
+// last attempt's error.
 //
 // Invalid options do not panic: [Transport.Err] reports them, and every
 // RoundTrip fails with that error, which names the option.
@@ -442,7 +445,7 @@ func (t *Transport) once(ctx context.Context, r *http.Request, idempotent bool, 
 		t.rec.End(ctx, &c)
 		return resp, nil
 	}
-	var reason error = ErrBodyNotReplayable
+	var reason error = errBodyNotReplayable
 	if ctx := r.Context(); ctx.Err() != nil {
 		reason = context.Cause(ctx)
 	} else if rebound.Classify(checkError(err, idempotent)).Safety == rebound.SafetyNo {

@@ -403,6 +403,23 @@ func TestBufferLimitsTotal(t *testing.T) {
 	}
 }
 
+// TestUnreplayableBodyError: a request whose body cannot be sent again is
+// committed to its one attempt, as a gRPC call whose request outgrew the
+// replay buffer is: it fails with rebound.ErrCommitted as the reason, and
+// the text says why.
+func TestUnreplayableBodyError(t *testing.T) {
+	client, _ := newClient(t, httpretry.WithBufferLimits(1, 1))
+	req, _ := http.NewRequest(http.MethodPut, "http://"+closedAddr(t), struct{ io.Reader }{strings.NewReader("xy")})
+	_, err := client.Do(req)
+	var re *rebound.Error
+	if !errors.As(err, &re) || !errors.Is(re.Reason, rebound.ErrCommitted) || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("err = %v, want rebound.ErrCommitted as the reason, and the dial error", err)
+	}
+	if !strings.Contains(err.Error(), "httpretry: gave up after 1 attempt (call committed: request body cannot be replayed): ") {
+		t.Fatalf("err = %q, want it to say the body could not be replayed", err)
+	}
+}
+
 func retryAfter(v string, codes ...int) func(n int, w http.ResponseWriter, r *http.Request) {
 	return func(n int, w http.ResponseWriter, r *http.Request) {
 		if n <= len(codes) && codes[n-1] != 200 {
