@@ -7,8 +7,8 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
 
+	"github.com/rebound-go/rebound/internal/aip194"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -44,41 +44,16 @@ func AIP194(specs ...connect.Spec) (*serviceconfig.Config, error) {
 			names = append(names, name)
 		}
 	}
-	return aip194Config(names), nil
+	return aip194.Config(names), nil
 }
 
 // AIP194Services is [AIP194] for every method of services, with the
 // idempotency level each declares in its idempotency_level option, as
-// generated code does:
+// generated code does; grpcretry.AIP194Services is the same function.
 //
 //	cfg := connectretry.AIP194Services(pingv1.File_ping_v1_ping_proto.Services().ByName("PingService"))
 func AIP194Services(services ...protoreflect.ServiceDescriptor) *serviceconfig.Config {
-	var names []serviceconfig.Name
-	for _, sd := range services {
-		methods := sd.Methods()
-		for j := range methods.Len() {
-			md := methods.Get(j)
-			if md.IsStreamingClient() || md.IsStreamingServer() {
-				continue
-			}
-			opts, _ := md.Options().(*descriptorpb.MethodOptions)
-			spec := connect.Spec{
-				StreamType:       connect.StreamTypeUnary,
-				IdempotencyLevel: connect.IdempotencyLevel(opts.GetIdempotencyLevel()),
-			}
-			if Idempotent(spec) {
-				names = append(names, serviceconfig.Name{Service: string(sd.FullName()), Method: string(md.Name())})
-			}
-		}
-	}
-	return aip194Config(names)
-}
-
-func aip194Config(names []serviceconfig.Name) *serviceconfig.Config {
-	if len(names) == 0 {
-		return &serviceconfig.Config{}
-	}
-	return &serviceconfig.Config{MethodConfigs: []serviceconfig.MethodConfig{serviceconfig.AIP194(names...)}}
+	return aip194.Services(services...)
 }
 
 // procedureName splits "/pkg.Service/Method".
