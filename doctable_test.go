@@ -115,8 +115,9 @@ func goNames(cell string) []string {
 	return names
 }
 
-// inAPI reports whether name (Name, Type.Method or rebound.Name) is an
-// exported identifier, or method, of one of pkgs or of rebound.
+// inAPI reports whether name (Name, Type.Method, Type.Field or
+// rebound.Name) is an exported identifier, method or field of one of pkgs
+// or of rebound.
 func inAPI(api, name string, pkgs []string) bool {
 	if rest, ok := strings.CutPrefix(name, "rebound."); ok {
 		return declared(api, "rebound", rest)
@@ -133,8 +134,8 @@ func inAPI(api, name string, pkgs []string) bool {
 	return false
 }
 
-// declared reports whether the api file lists name (Name or Type.Method)
-// in package path.
+// declared reports whether the api file lists name (Name, Type.Method or
+// Type.Field) in package path.
 func declared(api, path, name string) bool {
 	prefix := "pkg " + path + ", "
 	typ, method, isMethod := strings.Cut(name, ".")
@@ -144,7 +145,8 @@ func declared(api, path, name string) bool {
 			continue
 		}
 		if isMethod {
-			if strings.HasPrefix(decl, "method ("+typ+") "+method+"(") || strings.HasPrefix(decl, "method (*"+typ+") "+method+"(") {
+			if strings.HasPrefix(decl, "method ("+typ+") "+method+"(") || strings.HasPrefix(decl, "method (*"+typ+") "+method+"(") ||
+				strings.HasPrefix(decl, "type "+typ+" struct, "+method+" ") {
 				return true
 			}
 			continue
