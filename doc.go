@@ -122,7 +122,7 @@
 // refuses it a retry or hedge, or an [AdaptiveThrottle] keeps an attempt
 // home ([ErrThrottled]); the server's own refusal of an attempt sent too
 // fast (HTTP 429, RESOURCE_EXHAUSTED) is what Smithy calls a throttling
-// error, and a classifier marks it with [RetryInfo.Throttle]. Server
+// error, and a classifier marks it with [RetryInfo.SlowDown]. Server
 // pushback is the server's own word on when, or whether, to retry. The
 // peer whose state (budget, throttle, rate limit) a call shares is its
 // server name in grpcretry and connectretry (WithServerName) and its host

@@ -126,7 +126,7 @@ func ExampleNewAdaptiveRateLimit() {
 			<-r.Answer()
 		}
 		now = now.Add(r.Delay(now))
-		limit.Observe(r, now, rebound.RateFeedback{Throttled: throttled})
+		limit.Observe(r, now, rebound.RateFeedback{SlowDown: throttled})
 	}
 	for range 8 {
 		send(false)

@@ -131,9 +131,11 @@ func (s Safety) String() string {
 type RetryInfo struct {
 	// Safety says whether a retry is allowed.
 	Safety Safety
-	// Throttle marks an error the server returned because of too many
-	// requests (HTTP 429, for example).
-	Throttle bool
+	// SlowDown marks an error the server returned because the client
+	// sends too fast (HTTP 429, gRPC RESOURCE_EXHAUSTED): what Smithy calls
+	// a throttling error, and S3 SlowDown. It is not the client's own
+	// retry throttling ([ErrThrottled]).
+	SlowDown bool
 	// Timeout marks an error caused by the service not answering in time.
 	// The standard strategy charges more budget for it.
 	Timeout bool
