@@ -14,8 +14,10 @@ import (
 // Failure is a failed attempt, as a classifier given to [WithClassifier]
 // sees it. Its fields must not be modified.
 type Failure struct {
-	// Procedure is the call's procedure, "/package.Service/Method".
-	Procedure string
+	// Method is the call's procedure, "/package.Service/Method"
+	// (connect.Spec.Procedure), the name grpcretry's Failure.Method and
+	// the statistics give it.
+	Method string
 	// Err is the attempt's error: its code, message and details, and in
 	// its Meta the response's header and trailer metadata.
 	Err *connect.Error
@@ -32,12 +34,12 @@ type Failure struct {
 //     codes: the call has a policy;
 //   - f can never undo a commit, nor the server's pushback, "stop" or
 //     RetryInfo;
-//   - f may mark a failure as throttling with a harder Backoff of its
+//   - f may mark a failure as the server's slow-down (SlowDown) with a harder Backoff of its
 //     own, as Local (a client-side limit: no budget is spent or refilled
 //     for it), or as a Class with its own attempt limit (ClassAttempts).
 //
 // The built-in verdict marks ResourceExhausted, and any answer with
-// pushback, as throttling (Throttle); under [WithAdaptiveRateLimit] the
+// pushback, as slow-down (SlowDown); under [WithAdaptiveRateLimit] the
 // mark f returns is what the rate limit counts.
 //
 // A per-attempt timeout is not given to f. f runs on the call's path, once
@@ -70,9 +72,9 @@ func (o *options) verdict(v *ratelimit.Verdict, procedure string, ce *connect.Er
 	// classifier sees it and may unmark it.
 	if !errors.Is(err, rebound.ErrRateLimited) {
 		_, _, pushback := a6.ParsePushback(ce.Meta()[pushbackKey])
-		info.Throttle = info.Throttle || ratelimit.Feedback(uint32(ce.Code()), pushback, 0).Throttled
+		info.SlowDown = info.SlowDown || ratelimit.Feedback(uint32(ce.Code()), pushback, 0).SlowDown
 	}
-	final := verdict.Reclassify(info, true, o.classify(Failure{Procedure: procedure, Err: ce}, info))
+	final := verdict.Reclassify(info, true, o.classify(Failure{Method: procedure, Err: ce}, info))
 	v.Settle(info, final)
 	return final
 }

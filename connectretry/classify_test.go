@@ -32,8 +32,8 @@ func TestClassifier(t *testing.T) {
 					return nil, e
 				}}, p.http2)
 				c, _ := dial(t, s, p, retryConfig(t, 3, `"UNAVAILABLE"`, ""), connectretry.WithClassifier(func(f connectretry.Failure, v rebound.RetryInfo) rebound.RetryInfo {
-					if f.Procedure != unary {
-						t.Errorf("procedure %q", f.Procedure)
+					if f.Method != unary {
+						t.Errorf("method %q", f.Method)
 					}
 					switch f.Err.Meta().Get("x-retry") {
 					case "yes":
@@ -72,7 +72,7 @@ func TestClassifierGuardrails(t *testing.T) {
 	}{
 		{"cannot undo pushback stop", service, "-1", retryAll, 1, rebound.ErrPushback},
 		{"cannot promote without a policy", "other.Service", "", func(f connectretry.Failure, v rebound.RetryInfo) rebound.RetryInfo {
-			t.Errorf("classifier asked about %s, which no policy governs", f.Procedure)
+			t.Errorf("classifier asked about %s, which no policy governs", f.Method)
 			return retryAll(f, v)
 		}, 1, nil},
 		{"a class with its own limit", service, "", func(_ connectretry.Failure, v rebound.RetryInfo) rebound.RetryInfo {

@@ -71,7 +71,7 @@ func New(cfg *serviceconfig.Config, opts ...Option) (*Interceptor, error) {
 		// A trusted override may still give a call a policy.
 		cfg = &serviceconfig.Config{}
 	}
-	rec, err := observe.New(o.MeterProvider, o.Logger, "github.com/rebound-go/rebound/connectretry", observe.GRPC)
+	rec, err := observe.New(o.MeterProvider, o.Logger, "github.com/rebound-go/rebound/connectretry", observe.Connect)
 	if err != nil {
 		return nil, fmt.Errorf("connectretry: WithMeterProvider: %w", err)
 	}

@@ -66,17 +66,19 @@ func WithRandom(r rebound.Random) Option {
 	return optionFunc(func(o *options) { o.SetRandom(r) })
 }
 
-// WithMeterProvider records the OpenTelemetry instruments of gRFC A96 with
-// mp, once per call that a retry or hedging policy governs, when the call
-// ends (for a server stream, when it commits to an attempt):
+// WithMeterProvider records OpenTelemetry instruments with mp, once per
+// call that a retry or hedging policy governs, when the call ends (for a
+// server stream, when it commits to an attempt): gRFC A96's
 // grpc.client.call.retries, grpc.client.call.hedges and
-// grpc.client.call.retry_delay, with the attributes grpc.method (the
-// procedure) and grpc.target (the server name of [WithServerName]), and the
-// counters grpc.client.call.retries_throttled and
-// grpc.client.call.retries_pushback_stopped of calls whose retries the
-// throttle or server pushback stopped, and grpc.client.call.attempt_timeouts
-// of attempts cut by the per-attempt timeout. The meter's scope is
-// "github.com/rebound-go/rebound/connectretry".
+// grpc.client.call.retry_delay, and rebound's own counters
+// rebound.client.call.retries_throttled and
+// rebound.client.call.retries_pushback_stopped (calls whose retries the
+// throttle or server pushback stopped) and
+// rebound.client.call.attempt_timeouts (attempts cut by the per-attempt
+// timeout), as grpcretry does, all with the attributes grpc.method (the
+// procedure), grpc.target (the server name of [WithServerName]) and
+// rpc.system.name "connectrpc". connect-go makes no transparent retries.
+// The meter's scope is "github.com/rebound-go/rebound/connectretry".
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(o *options) { o.SetMeterProvider(mp) })
 }

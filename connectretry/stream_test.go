@@ -121,7 +121,7 @@ func TestServerStreamGivesUp(t *testing.T) {
 			if len(got) != 0 || !errors.As(err, &re) || re.Attempts != 3 || !errors.Is(err, rebound.ErrAttemptsExhausted) {
 				t.Fatalf("received %q, %v; want nothing, 3 attempts, exhausted", got, err)
 			}
-			if connect.CodeOf(err) != connect.CodeUnavailable || err.Error() != "unavailable: attempt 3 fails" {
+			if connect.CodeOf(err) != connect.CodeUnavailable || err.Error() != "connectretry: gave up after 3 attempts (attempts exhausted): unavailable: attempt 3 fails" {
 				t.Fatalf("err %v, want the last attempt's", err)
 			}
 			if srv.count(serverStream) != 3 || len(clk.Sleeps()) != 2 {

@@ -353,9 +353,9 @@ func (c hedgeContext) Value(key any) any {
 	return v
 }
 
-// giveUp turns the engine's verdict into the call's error: a *connect.Error
-// with the last attempt's code, message, details and metadata, which
-// unwraps to an [*Error].
+// giveUp turns the engine's verdict into the call's error, a callError:
+// it unwraps to a *connect.Error with the last attempt's code, message,
+// details and metadata, and through it to the *rebound.Error.
 func giveUp(ctx context.Context, err error) error {
 	var re *rebound.Error
 	if !errors.As(err, &re) {
@@ -371,7 +371,7 @@ func giveUp(ctx context.Context, err error) error {
 		// between attempts: its code is the call's.
 		last = contextError(ctx)
 	}
-	return callError(last, re.Attempts, re.Reason)
+	return newCallError(last, re.Attempts, re.Reason)
 }
 
 // contextError is the error of a call whose context ended before any

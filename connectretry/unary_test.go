@@ -82,12 +82,18 @@ func TestErrorCarriesLastAttempt(t *testing.T) {
 			}}, p.http2)
 			c, _ := dial(t, srv, p, retryConfig(t, 3, `"UNAVAILABLE"`, ""))
 			_, err := call(context.Background(), c.unary, "x")
-			ce, ok := err.(*connect.Error)
-			if !ok {
-				t.Fatalf("err is %T, want *connect.Error", err)
+			// The call's error says, as grpcretry's and httpretry's do, why
+			// retrying stopped; the *connect.Error it unwraps to is the last
+			// attempt's, which a handler passing the error on sends as is.
+			if want := "connectretry: gave up after 3 attempts (attempts exhausted): unavailable: attempt 3 fails"; err.Error() != want {
+				t.Fatalf("text %q, want %q", err, want)
 			}
-			if ce.Code() != connect.CodeUnavailable || ce.Message() != "attempt 3 fails" || err.Error() != "unavailable: attempt 3 fails" {
-				t.Fatalf("code %v, message %q, text %q: want the last attempt's", ce.Code(), ce.Message(), err)
+			var ce *connect.Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("err is %T, which does not unwrap to a *connect.Error", err)
+			}
+			if connect.CodeOf(err) != connect.CodeUnavailable || ce.Code() != connect.CodeUnavailable || ce.Message() != "attempt 3 fails" || ce.Error() != "unavailable: attempt 3 fails" {
+				t.Fatalf("code %v, message %q, text %q: want the last attempt's", ce.Code(), ce.Message(), ce)
 			}
 			if got := ce.Meta().Get("X-Attempt"); got != "3" {
 				t.Fatalf("metadata X-Attempt %q, want 3", got)
@@ -110,6 +116,25 @@ func TestErrorCarriesLastAttempt(t *testing.T) {
 				t.Fatalf("Error() = %q, want %q", re.Error(), want)
 			}
 		})
+	}
+}
+
+// TestErrorPassedOn: a handler that returns the error of a call it made
+// through the interceptor sends its own caller the last attempt's code and
+// message, not the account of retrying that the error's text adds.
+func TestErrorPassedOn(t *testing.T) {
+	backend := startServer(t, failFirst(100, connect.CodeUnavailable), false)
+	c, _ := dial(t, backend, connectProtocol, retryConfig(t, 3, `"UNAVAILABLE"`, ""))
+	front := startServer(t, handlers{unary: func(ctx context.Context, _ int, req *request) (*connect.Response[msg], error) {
+		return call(ctx, c.unary, req.Msg.GetValue())
+	}}, false)
+	_, err := call(context.Background(), connect.NewClient[msg, msg](front.client, front.url+unary), "x")
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeUnavailable || ce.Message() != "attempt 3 fails" {
+		t.Fatalf("the front's caller got %v, want the backend's last error, unavailable: attempt 3 fails", err)
+	}
+	if backend.count(unary) != 3 {
+		t.Fatalf("%d attempts at the backend, want 3", backend.count(unary))
 	}
 }
 

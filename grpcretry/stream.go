@@ -33,7 +33,7 @@ import (
 //   - an attempt receives response headers or a message (which is also
 //     when the application can first read headers); a Trailers-Only
 //     response, the usual form of an early error, does not commit;
-//   - keeping a message would take the call past the per-RPC buffer limit
+//   - keeping a message would take the call past the per-call buffer limit
 //     or the client past its total limit ([WithBufferLimits]); that
 //     message is sent but never kept;
 //   - the application sends a message that is not a proto message, or does
@@ -358,10 +358,10 @@ func (s *clientStream) send(m any) error {
 	var e entry
 	keep := false
 	if !s.isCommitted.Load() {
-		e, keep = encode(m, s.c.opts.bufferPerRPC)
+		e, keep = encode(m, s.c.buffers.PerCall)
 	}
 	s.mu.Lock()
-	if keep && !s.done && !s.sentLast && !s.committed && s.buf.bytes+e.cost() <= s.c.opts.bufferPerRPC && s.reserve(e.cost()) {
+	if keep && !s.done && !s.sentLast && !s.committed && s.c.buffers.Reserve(s.buf.bytes, e.cost()) {
 		if !s.desc.ClientStreams {
 			s.sentLast = true
 		}
@@ -400,9 +400,6 @@ func (s *clientStream) send(m any) error {
 	s.span.Committed(s.winner.n, whyOverflow)
 	return s.sendCommitted(m)
 }
-
-// reserve takes n bytes of the client's total buffer, if they are free.
-func (s *clientStream) reserve(n int) bool { return s.c.reserve(n) }
 
 // release gives back n bytes of the client's total buffer.
 func (s *clientStream) release(n int) { s.c.release(n) }

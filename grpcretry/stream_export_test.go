@@ -2,7 +2,7 @@ package grpcretry
 
 // BufferedBytes returns what c's streams keep for replay, counted against
 // the total buffer limit: the test hook for memory bounds.
-func BufferedBytes(c *Client) int64 { return c.buffered.Load() }
+func BufferedBytes(c *Client) int64 { return c.buffers.Used() }
 
 // Cost returns what keeping m costs against the buffer limits, or -1 if m
 // cannot be kept.

@@ -85,7 +85,7 @@ func (t *Transport) checkResponse(resp *http.Response, idempotent bool, retryabl
 	}
 	info := rebound.RetryInfo{
 		Safety:   rebound.SafetyYes,
-		Throttle: code == http.StatusTooManyRequests,
+		SlowDown: code == http.StatusTooManyRequests,
 		Timeout:  code == http.StatusGatewayTimeout,
 	}
 	// A server hint beyond the cap, whichever header sent it, asks for a
@@ -95,7 +95,7 @@ func (t *Transport) checkResponse(resp *http.Response, idempotent bool, retryabl
 		if d, ok := ParseRetryAfter(v, t.cfg.clock.Now()); ok {
 			// A 503 that says when to come back is a throttle, as
 			// WithAdaptiveRateLimit counts it.
-			info.Throttle = info.Throttle || code == http.StatusServiceUnavailable
+			info.SlowDown = info.SlowDown || code == http.StatusServiceUnavailable
 			if d > t.cfg.retryDelayCap {
 				info.Stop = rebound.ErrRetryDelayTooLong
 				return &statusError{resp: resp, info: info, overCap: d, hint: "Retry-After"}

@@ -159,7 +159,7 @@ func TestTraceHTTPHedge(t *testing.T) {
 func TestTraceHTTPBodyNotReplayable(t *testing.T) {
 	srv := newServer(t, script(503))
 	tp, exp := observetest.Tracing(t)
-	client, _ := newClient(t, httpretry.WithMaxBufferedBody(0), httpretry.WithTracerProvider(tp))
+	client, _ := newClient(t, httpretry.WithBufferLimits(1, 1), httpretry.WithTracerProvider(tp))
 	// Without GetBody and with no buffering, the body can be sent once.
 	req, _ := http.NewRequest(http.MethodPut, srv.URL, io.NopCloser(strings.NewReader("once")))
 	resp, err := client.Do(req)
