@@ -102,6 +102,7 @@ func idleGRPC(ctx context.Context, s *Server, n, conns int) {
 			})
 		}
 	}
+	<-ctx.Done()
 }
 
 // slowUploads: n requests with a body of size bytes (0: streamed, of no

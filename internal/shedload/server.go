@@ -151,6 +151,9 @@ func (b *backend) serve(ctx context.Context, mode string) verdict {
 		return unavailable
 	case mode == ModeCheap:
 		return served
+	case mode == ModeOverload:
+		shed.ReportOverload(ctx)
+		return unavailable
 	case strings.HasPrefix(mode, "slow="):
 		d, err := time.ParseDuration(mode[len("slow="):])
 		if err != nil || d < 0 || d > time.Minute {
@@ -355,8 +358,13 @@ func (g grpcService) StreamingInputCall(st grpc.ClientStreamingServer[testpb.Str
 }
 
 func (s *Server) startGRPC(c ServerConfig) error {
-	opts := append([]grpc.ServerOption(nil), c.ServerOptions...)
+	// grpc-go sends no stream limit unless one is set, and its clients
+	// then open at most 100 streams per connection.
+	opts := append([]grpc.ServerOption{grpc.MaxConcurrentStreams(10_000)}, c.ServerOptions...)
 	if c.Shedder != nil {
+		if c.Tap {
+			opts = append(opts, grpc.InTapHandle(c.Shedder.TapHandle()))
+		}
 		opts = append(opts, grpc.ChainUnaryInterceptor(c.Shedder.UnaryServerInterceptor()),
 			grpc.ChainStreamInterceptor(c.Shedder.StreamServerInterceptor()))
 	}

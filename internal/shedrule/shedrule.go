@@ -1,7 +1,9 @@
-// Package shedrule is the pushback rule of package shed, shared with the
-// simulation (internal/sim) so that both run the same arithmetic: what a
-// rejected request is told, from the share of recent requests shed, the
-// server's latency and its concurrency limit.
+// Package shedrule holds the rules of package shed on an explicit clock:
+// which requests a server admits, what it tells those it rejects and the
+// failures it speaks for, and how its concurrency limit follows the
+// latency of its work. Package shed runs a [Limiter] behind a lock on the
+// real clock; the simulation (internal/sim) can run the same Limiter on
+// virtual time.
 package shedrule
 
 import (
@@ -11,15 +13,18 @@ import (
 // slots is the number of steps a Window moves in.
 const slots = 10
 
-// Window counts the admitted and shed requests of a sliding window. It is
-// not safe for concurrent use: its owner locks. The zero value is not
-// usable; use [NewWindow].
+// Window counts the admitted, shed and refused requests of a sliding
+// window: shed, rejected before they started; refused, admitted but
+// failed by their handler with a sign of overload that the server speaks
+// for. It is not safe for concurrent use: its owner locks. The zero value
+// is not usable; use [NewWindow].
 type Window struct {
-	width            int64 // nanoseconds per slot
-	head             int64
-	started          bool
-	admitted, shed   [slots]int64
-	sumAdmit, sumShd int64
+	width                  int64 // nanoseconds per slot
+	head                   int64
+	started                bool
+	admitted, shed, refuse [slots]int64
+	sumAdmit, sumShed      int64
+	sumRefuse              int64
 }
 
 // NewWindow returns an empty window of length d (> 0).
@@ -40,8 +45,9 @@ func (w *Window) slot(now time.Time) int {
 			w.head++
 			i := int(((w.head % slots) + slots) % slots)
 			w.sumAdmit -= w.admitted[i]
-			w.sumShd -= w.shed[i]
-			w.admitted[i], w.shed[i] = 0, 0
+			w.sumShed -= w.shed[i]
+			w.sumRefuse -= w.refuse[i]
+			w.admitted[i], w.shed[i], w.refuse[i] = 0, 0, 0
 		}
 	}
 	return int(((w.head % slots) + slots) % slots)
@@ -55,29 +61,43 @@ func (w *Window) Admit(now time.Time) {
 }
 
 // Shed counts a shed request at now and returns the share of the window's
-// requests that were shed, this one included, and the shed requests per
-// second over the window.
+// requests that were shed or refused, this one included, and those shed
+// or refused per second over the window.
 func (w *Window) Shed(now time.Time) (share, perSecond float64) {
 	i := w.slot(now)
 	w.shed[i]++
-	w.sumShd++
-	share = float64(w.sumShd) / float64(w.sumShd+w.sumAdmit)
-	perSecond = float64(w.sumShd) / (time.Duration(w.width * slots)).Seconds()
+	w.sumShed++
+	return w.share()
+}
+
+// Refuse counts an admitted request refused at now, as [Window.Shed]
+// counts a shed one, and returns the same figures.
+func (w *Window) Refuse(now time.Time) (share, perSecond float64) {
+	i := w.slot(now)
+	w.refuse[i]++
+	w.sumRefuse++
+	return w.share()
+}
+
+func (w *Window) share() (share, perSecond float64) {
+	bad := w.sumShed + w.sumRefuse
+	share = min(float64(bad)/float64(max(w.sumShed+w.sumAdmit, 1)), 1)
+	perSecond = float64(bad) / (time.Duration(w.width * slots)).Seconds()
 	return share, perSecond
 }
 
 // MaxDelay caps the pushback delay.
 const MaxDelay = time.Minute
 
-// Pushback is what a shed request is told: stop when more than retryShare
-// of recent requests were shed (the retries could not all be served, so
-// none is invited: the load stays within 1/(1-retryShare) of what clients
-// ask); otherwise a delay for the retry. The delay is the time one request
-// takes plus the time the server needs to work off the retries it has
-// already invited, at limit requests in flight, each taking latency:
-// perSecond × latency² / limit. u, uniform in [0, 1), spreads it over
-// [d/2, 3d/2) so that the invited retries do not come back together. It is
-// at least 1ms and at most MaxDelay.
+// Pushback is what a shed or refused request is told: stop when more than
+// retryShare of recent requests were shed or refused (the retries could
+// not all be served, so none is invited: the load stays within
+// 1/(1-retryShare) of what clients ask); otherwise a delay for the retry.
+// The delay is the time one request takes plus the time the server needs
+// to work off the retries it has already invited, at limit requests in
+// flight, each taking latency: perSecond × latency² / limit. u, uniform in
+// [0, 1), spreads it over [d/2, 3d/2) so that the invited retries do not
+// come back together. It is at least 1ms and at most MaxDelay.
 func Pushback(share, retryShare, perSecond float64, latency time.Duration, limit int, u float64) (delay time.Duration, stop bool) {
 	if share > retryShare {
 		return 0, true
