@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -131,6 +132,7 @@ type backend struct {
 
 	mu     sync.Mutex
 	shape  Shape
+	share  float64       // of the honest requests the outage hits; 0 for all
 	healed chan struct{} // closed when the current outage ends
 }
 
@@ -164,8 +166,11 @@ func (b *backend) serve(ctx context.Context, mode string) verdict {
 		return unavailable
 	}
 	b.mu.Lock()
-	shape, healed := b.shape, b.healed
+	shape, share, healed := b.shape, b.share, b.healed
 	b.mu.Unlock()
+	if share > 0 && rand.Float64() >= share {
+		shape = Healthy
+	}
 	switch shape {
 	case FailFast:
 		return unavailable
@@ -192,11 +197,12 @@ func (b *backend) serve(ctx context.Context, mode string) verdict {
 	}
 }
 
-// startOutage begins an outage of shape. For CapacityHalved it returns
+// startOutage begins an outage of shape, which hits share of the honest
+// requests (all for 0; FailFast and Hang). For CapacityHalved it returns
 // once half the slots are taken (or ctx is done).
-func (b *backend) startOutage(ctx context.Context, shape Shape) {
+func (b *backend) startOutage(ctx context.Context, shape Shape, share float64) {
 	b.mu.Lock()
-	b.shape = shape
+	b.shape, b.share = shape, share
 	b.mu.Unlock()
 	if shape == CapacityHalved {
 		for range cap(b.slots) / 2 {
@@ -212,7 +218,7 @@ func (b *backend) startOutage(ctx context.Context, shape Shape) {
 // endOutage ends the outage begun by startOutage.
 func (b *backend) endOutage(shape Shape) {
 	b.mu.Lock()
-	b.shape = Healthy
+	b.shape, b.share = Healthy, 0
 	close(b.healed)
 	b.healed = make(chan struct{})
 	b.mu.Unlock()
@@ -295,8 +301,12 @@ func Start(c ServerConfig) (*Server, error) {
 // Close stops the server.
 func (s *Server) Close() { s.stop() }
 
-// StartOutage begins an outage of shape; EndOutage ends it.
-func (s *Server) StartOutage(ctx context.Context, shape Shape) { s.backend.startOutage(ctx, shape) }
+// StartOutage begins an outage of shape that hits share of the honest
+// requests, drawn at random (0: all; it applies to FailFast and Hang);
+// EndOutage ends it.
+func (s *Server) StartOutage(ctx context.Context, shape Shape, share float64) {
+	s.backend.startOutage(ctx, shape, share)
+}
 
 // EndOutage ends the outage StartOutage began.
 func (s *Server) EndOutage(shape Shape) { s.backend.endOutage(shape) }

@@ -31,6 +31,9 @@ type Outage struct {
 	// Start is when it begins, from the start of the run; Length how long
 	// it lasts.
 	Start, Length time.Duration
+	// Share is the share of the honest requests it hits, drawn at random
+	// (FailFast and Hang); 0 means all.
+	Share float64
 }
 
 // End is when the outage ends.
@@ -108,6 +111,8 @@ func Run(ctx context.Context, sc Scenario) (*Report, error) {
 		return nil, fmt.Errorf("shedload: Scenario.Duration must be > 0, got %v", sc.Duration)
 	case sc.Outage.Shape != Healthy && (sc.Outage.Length <= 0 || sc.Outage.End() > sc.Duration):
 		return nil, fmt.Errorf("shedload: Scenario.Outage must end within the run, got %+v", sc.Outage)
+	case !(sc.Outage.Share >= 0 && sc.Outage.Share <= 1):
+		return nil, fmt.Errorf("shedload: Scenario.Outage.Share must be in [0, 1], got %v", sc.Outage.Share)
 	}
 	cfg := ServerConfig{Protocol: sc.Protocol, Slots: sc.Slots, Work: sc.Work, Tap: sc.Tap}
 	if sc.Shed != nil {
@@ -194,7 +199,7 @@ func Run(ctx context.Context, sc Scenario) (*Report, error) {
 			if !sleepUntil(runCtx, start.Add(sc.Outage.Start)) {
 				return
 			}
-			srv.StartOutage(runCtx, sc.Outage.Shape)
+			srv.StartOutage(runCtx, sc.Outage.Shape, sc.Outage.Share)
 			// The outage ends on time even when the run is cut short,
 			// so that the calls it holds come back.
 			_ = sleepUntil(ctx, start.Add(sc.Outage.End()))

@@ -149,3 +149,43 @@ func TestOutages(t *testing.T) {
 		}
 	}
 }
+
+// Items 7 and 8 in the smaller fleet: 50 client processes on a
+// backend of 8 slots of 40ms (200 calls/s), offering 75% of it, while
+// half the requests fail fast. The limit used to collapse to 2-3 and the
+// goodput fell below that of neither shedding nor retries. With the
+// Shedder the goodput during the outage is at least 80% of that, the
+// attempts per call within 1.1x, and goodput comes back within 2s.
+func TestHalfFailFast(t *testing.T) {
+	sc := Scenario{Protocol: GRPC, Slots: 8, Work: 40 * time.Millisecond, Fleet: 50, Rate: 3, Attempts: 5,
+		Deadline: 2 * time.Second, Duration: 6500 * time.Millisecond, Seed: 2,
+		Outage: Outage{Shape: FailFast, Share: 0.5, Start: 2 * time.Second, Length: 2 * time.Second}}
+	if testing.Short() {
+		sc.Duration, sc.Outage.Start, sc.Outage.Length = 4*time.Second, time.Second, 1500*time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	neither := sc
+	neither.Attempts = 1
+	plain, err := Run(ctx, neither)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, with, err := Compare(ctx, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := sc.Outage
+	for _, r := range []*Report{plain, without, with} {
+		t.Logf("%s; goodput during the outage %.1f/s", r.Summary(), r.Goodput(o.Start, o.End()))
+	}
+	if g0, g1 := plain.Goodput(o.Start, o.End()), with.Goodput(o.Start, o.End()); g1 < 0.8*g0 {
+		t.Errorf("goodput during the outage %.1f/s with the Shedder, %.1f/s with neither shedding nor retries", g1, g0)
+	}
+	if a := with.OutageAttempts(); a > 1.1 {
+		t.Errorf("%.2fx attempts per call during the outage, want at most 1.1x", a)
+	}
+	if d, ok := with.Recovery(); !ok || d > 2*time.Second {
+		t.Errorf("recovery %v (%v), want within 2s", d, ok)
+	}
+}
