@@ -3,6 +3,7 @@ package shedload
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -12,16 +13,20 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 )
 
+// attackerDialer dials from AttackerIP.
+var attackerDialer = &net.Dialer{LocalAddr: &net.TCPAddr{IP: AttackerIP}}
+
 // An Attack is what a hostile client does beside the honest ones, for
 // [Scenario.Attack]. Each returns once its context is done and has let go
 // of every connection it made.
 
 // Every makes n calls of mode at once, every period, from one client
-// without retries, each within timeout (0: none): 5 unauthenticated calls
-// a second, a burst of quota refusals, a call whose deadline is 2ms.
+// without retries at AttackerIP, each within timeout (0: none): 5
+// unauthenticated calls a second, a burst of quota refusals, a call whose
+// deadline is 2ms.
 func Every(period time.Duration, n int, mode string, timeout time.Duration) func(context.Context, *Server) {
 	return func(ctx context.Context, s *Server) {
-		c, err := s.NewCaller(-1, 1)
+		c, err := s.NewCaller(-1, 1, AttackerIP)
 		if err != nil {
 			return
 		}
@@ -81,7 +86,10 @@ func idleGRPC(ctx context.Context, s *Server, n, conns int) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for i := range max(conns, 1) {
-		cc, err := grpc.NewClient(s.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(s.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+				return attackerDialer.DialContext(ctx, "tcp", addr)
+			}))
 		if err != nil {
 			return
 		}
@@ -108,7 +116,7 @@ func idleGRPC(ctx context.Context, s *Server, n, conns int) {
 // slowUploads: n requests with a body of size bytes (0: streamed, of no
 // stated length), each of which sends at most one byte.
 func slowUploads(ctx context.Context, s *Server, n, size int) {
-	tr := &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: -1}
+	tr := &http.Transport{MaxIdleConnsPerHost: -1, DialContext: attackerDialer.DialContext}
 	defer tr.CloseIdleConnections()
 	url, contentType := s.URL+"/upload", "application/octet-stream"
 	if s.Protocol == Connect {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -74,25 +75,40 @@ func (c *Caller) Close() { c.close() }
 
 // NewCaller returns a client of s that makes up to attempts attempts per
 // call (1: no retries), retrying UNAVAILABLE (HTTP 429, 502, 503, 504)
-// with the same backoff in every protocol. id names its retry state: each
-// Caller has its own, as a process of its own would.
-func (s *Server) NewCaller(id, attempts int) (*Caller, error) {
+// with the same backoff in every protocol, from the local address from
+// (nil for the system's choice; on Linux any 127.0.0.0/8 address works,
+// which lets a test tell peers apart on loopback). id names its retry
+// state: each Caller has its own, as a process of its own would.
+func (s *Server) NewCaller(id, attempts int, from net.IP) (*Caller, error) {
 	if attempts < 1 || attempts > 5 {
 		return nil, fmt.Errorf("shedload: attempts must be in [1, 5], got %d", attempts)
 	}
+	dialer := &net.Dialer{}
+	if from != nil {
+		dialer.LocalAddr = &net.TCPAddr{IP: from}
+	}
 	switch s.Protocol {
 	case GRPC:
-		return s.grpcCaller(id, attempts)
+		return s.grpcCaller(id, attempts, dialer)
 	case Connect:
-		return s.connectCaller(id, attempts)
+		return s.connectCaller(id, attempts, dialer)
 	}
-	return s.httpCaller(attempts)
+	return s.httpCaller(attempts, dialer)
 }
+
+// Loopback returns 127.0.0.(1+i), for i in [0, 250).
+func Loopback(i int) net.IP { return net.IPv4(127, 0, 0, byte(1+i%250)) }
+
+// AttackerIP is the address attackers call from: one peer.
+var AttackerIP = net.IPv4(127, 0, 0, 254)
 
 func isShedMessage(msg string) bool { return strings.Contains(msg, shed.ErrOverloaded.Error()) }
 
-func (s *Server) grpcCaller(id, attempts int) (*Caller, error) {
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+func (s *Server) grpcCaller(id, attempts int, dialer *net.Dialer) (*Caller, error) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return dialer.DialContext(ctx, "tcp", addr)
+		})}
 	if attempts > 1 {
 		cfg, err := serviceConfig(attempts)
 		if err != nil {
@@ -139,12 +155,12 @@ func (s *Server) grpcCaller(id, attempts int) (*Caller, error) {
 
 // newHTTPClient is one client process's HTTP client: connections of its
 // own.
-func newHTTPClient(rt func(http.RoundTripper) http.RoundTripper) (*http.Client, func()) {
-	base := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
+func newHTTPClient(dialer *net.Dialer, rt func(http.RoundTripper) http.RoundTripper) (*http.Client, func()) {
+	base := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second, DialContext: dialer.DialContext}
 	return &http.Client{Transport: rt(base)}, base.CloseIdleConnections
 }
 
-func (s *Server) connectCaller(id, attempts int) (*Caller, error) {
+func (s *Server) connectCaller(id, attempts int, dialer *net.Dialer) (*Caller, error) {
 	var opts []connect.ClientOption
 	if attempts > 1 {
 		cfg, err := serviceConfig(attempts)
@@ -157,7 +173,7 @@ func (s *Server) connectCaller(id, attempts int) (*Caller, error) {
 		}
 		opts = append(opts, connect.WithInterceptors(ic))
 	}
-	hc, closeIdle := newHTTPClient(func(rt http.RoundTripper) http.RoundTripper { return rt })
+	hc, closeIdle := newHTTPClient(dialer, func(rt http.RoundTripper) http.RoundTripper { return rt })
 	client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](hc, s.URL+CallProcedure, opts...)
 	return &Caller{
 		call: func(ctx context.Context, mode string) Result {
@@ -186,9 +202,9 @@ func (s *Server) connectCaller(id, attempts int) (*Caller, error) {
 	}, nil
 }
 
-func (s *Server) httpCaller(attempts int) (*Caller, error) {
+func (s *Server) httpCaller(attempts int, dialer *net.Dialer) (*Caller, error) {
 	var rt *httpretry.Transport
-	hc, closeIdle := newHTTPClient(func(base http.RoundTripper) http.RoundTripper {
+	hc, closeIdle := newHTTPClient(dialer, func(base http.RoundTripper) http.RoundTripper {
 		if attempts == 1 {
 			return base
 		}

@@ -56,6 +56,10 @@ type Scenario struct {
 	Rate  float64
 	// Attempts is the attempts per call, in [1, 5]; 0 means 1.
 	Attempts int
+	// HonestIPs spreads the honest clients over as many loopback
+	// addresses (see Loopback), so that the server sees as many peers;
+	// 0 means 1.
+	HonestIPs int
 	// Deadline bounds each honest call; 0 means 5s.
 	Deadline time.Duration
 	// Duration is how long honest calls start; the run ends when the
@@ -130,7 +134,7 @@ func Run(ctx context.Context, sc Scenario) (*Report, error) {
 
 	callers := make([]*Caller, sc.Honest+sc.Fleet)
 	for i := range callers {
-		c, err := srv.NewCaller(i, sc.Attempts)
+		c, err := srv.NewCaller(i, sc.Attempts, Loopback(i%max(sc.HonestIPs, 1)))
 		if err != nil {
 			for _, c := range callers[:i] {
 				c.Close()

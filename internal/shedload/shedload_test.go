@@ -189,3 +189,18 @@ func TestHalfFailFast(t *testing.T) {
 		t.Errorf("recovery %v (%v), want within 2s", d, ok)
 	}
 }
+
+// Item 1, from one client: a peer that sends cheap requests that succeed
+// at once, three times as many as the honest clients send, cannot pull
+// the baseline down: in each interval it adds at most 16 samples plus an
+// eighth. The honest clients call from 8 addresses, the attacker from one.
+func TestAttackCheapSuccesses(t *testing.T) {
+	for _, p := range Protocols {
+		t.Run(p.String(), func(t *testing.T) {
+			sc := honest(p, 0)
+			sc.HonestIPs = 8
+			sc.Attack = Every(10*time.Millisecond, 10, ModeCheap, 0)
+			checkAttack(t, sc)
+		})
+	}
+}
