@@ -81,6 +81,7 @@ func hasPushback(md metadata.MD) bool { return len(md.Get(pushbackHeader)) > 0 }
 type grpcUnary struct {
 	request
 	grpc.ServerTransportStream
+	ctx requestContext
 	own atomic.Bool
 }
 
@@ -106,7 +107,8 @@ func (s *Shedder) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 			return nil, rejectGRPC()
 		}
 		inner := grpc.ServerTransportStreamFromContext(ctx)
-		hctx := context.WithValue(ctx, requestKey{}, &g.request)
+		g.ctx = requestContext{ctx, &g.request}
+		var hctx context.Context = &g.ctx
 		if inner != nil {
 			g.ServerTransportStream = inner
 			hctx = grpc.NewContextWithServerTransportStream(hctx, g)
@@ -136,11 +138,11 @@ func (s *Shedder) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 type grpcStream struct {
 	grpc.ServerStream
 	request
-	ctx context.Context
+	ctx requestContext
 	own atomic.Bool
 }
 
-func (g *grpcStream) Context() context.Context { return g.ctx }
+func (g *grpcStream) Context() context.Context { return &g.ctx }
 
 func (g *grpcStream) RecvMsg(m any) error {
 	g.wait()
@@ -175,7 +177,7 @@ func (s *Shedder) StreamServerInterceptor() grpc.StreamServerInterceptor {
 			ss.SetTrailer(metadata.Pairs(pushbackHeader, pb.Millis()))
 			return rejectGRPC()
 		}
-		g.ctx = context.WithValue(ctx, requestKey{}, &g.request)
+		g.ctx = requestContext{ctx, &g.request}
 		returned := false
 		defer func() {
 			if !returned {
@@ -258,11 +260,11 @@ func (c connectInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc 
 		if req.Spec().IsClient {
 			return next(ctx, req)
 		}
-		r := new(request)
-		if pb, ok := c.s.admit(req.Spec().Procedure, nil, c.s.peerOfHost(req.Peer().Addr), r); !ok {
+		r := new(connectUnary)
+		if pb, ok := c.s.admit(req.Spec().Procedure, nil, c.s.peerOfHost(req.Peer().Addr), &r.request); !ok {
 			return nil, connectReject(pb)
 		}
-		hctx := context.WithValue(ctx, requestKey{}, r)
+		r.ctx = requestContext{ctx, &r.request}
 		returned := false
 		defer func() {
 			if !returned {
@@ -274,10 +276,16 @@ func (c connectInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc 
 				resp = nil
 			}
 		}()
-		resp, err = next(hctx, req)
+		resp, err = next(&r.ctx, req)
 		returned = true
 		return resp, err
 	}
+}
+
+// connectUnary is an admitted unary call.
+type connectUnary struct {
+	request
+	ctx requestContext
 }
 
 func (c connectInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
@@ -290,6 +298,7 @@ func (c connectInterceptor) WrapStreamingClient(next connect.StreamingClientFunc
 type connectConn struct {
 	connect.StreamingHandlerConn
 	request
+	ctx requestContext
 }
 
 func (c *connectConn) Receive(m any) error {
@@ -310,7 +319,7 @@ func (c connectInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFu
 		if pb, ok := c.s.admit(conn.Spec().Procedure, nil, c.s.peerOfHost(conn.Peer().Addr), &cc.request); !ok {
 			return connectReject(pb)
 		}
-		hctx := context.WithValue(ctx, requestKey{}, &cc.request)
+		cc.ctx = requestContext{ctx, &cc.request}
 		returned := false
 		defer func() {
 			if !returned {
@@ -319,7 +328,7 @@ func (c connectInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFu
 			}
 			err = cc.endConnect(ctx, err, conn.ResponseTrailer())
 		}()
-		err = next(hctx, cc)
+		err = next(&cc.ctx, cc)
 		returned = true
 		return err
 	}
@@ -345,7 +354,8 @@ func (s *Shedder) Handler(next http.Handler) http.Handler {
 			return
 		}
 		ctx := r.Context()
-		r = r.WithContext(context.WithValue(ctx, requestKey{}, &hw.request))
+		hw.ctx = requestContext{ctx, &hw.request}
+		r = r.WithContext(&hw.ctx)
 		if r.Body != nil && r.Body != http.NoBody {
 			hw.body = r.Body
 			r.Body = (*httpBody)(hw)
@@ -368,6 +378,7 @@ func (s *Shedder) Handler(next http.Handler) http.Handler {
 type httpWriter struct {
 	http.ResponseWriter
 	request
+	ctx  requestContext
 	code int
 	body io.ReadCloser
 }

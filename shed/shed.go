@@ -195,6 +195,21 @@ type request struct {
 // requestKey is the context key of the *request a handler runs under.
 type requestKey struct{}
 
+// requestContext is a handler's context: its parent, which also answers
+// requestKey with the request. Kept inside the per-request state, it
+// costs no allocation of its own.
+type requestContext struct {
+	context.Context
+	r *request
+}
+
+func (c *requestContext) Value(key any) any {
+	if key == (requestKey{}) {
+		return c.r
+	}
+	return c.Context.Value(key)
+}
+
 // ReportOverload tells the Shedder that admitted the request of ctx that
 // the server is overloaded: its own queue or connection pool is full, a
 // resource it alone holds is exhausted. When the request ends, whatever its

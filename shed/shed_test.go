@@ -2,9 +2,16 @@ package shed_test
 
 import (
 	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 
 	"go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -249,4 +256,44 @@ func TestBaselineAges(t *testing.T) {
 	if got := s.Stats().Limit; got != 50 {
 		t.Fatalf("limit %d once 30ms is the new idle latency, want the max 50", got)
 	}
+}
+
+// The interceptor's own cost on an admitted call: the handler answers at
+// once, with no transport beneath.
+func BenchmarkUnaryInterceptor(b *testing.B) {
+	s, _ := shed.New(shed.DefaultConfig())
+	icpt := s.UnaryServerInterceptor()
+	info := &grpc.UnaryServerInfo{FullMethod: "/grpc.testing.TestService/UnaryCall"}
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000}})
+	ctx = grpc.NewContextWithServerTransportStream(ctx, nopStream{})
+	handler := func(context.Context, any) (any, error) { return nil, nil }
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := icpt(ctx, nil, info, handler); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+type nopStream struct{}
+
+func (nopStream) Method() string               { return "/grpc.testing.TestService/UnaryCall" }
+func (nopStream) SetHeader(metadata.MD) error  { return nil }
+func (nopStream) SendHeader(metadata.MD) error { return nil }
+func (nopStream) SetTrailer(metadata.MD) error { return nil }
+
+// The Handler's own cost on an admitted request.
+func BenchmarkHandler(b *testing.B) {
+	s, _ := shed.New(shed.DefaultConfig())
+	h := s.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		w := httptest.NewRecorder()
+		for pb.Next() {
+			h.ServeHTTP(w, req)
+		}
+	})
 }

@@ -112,15 +112,16 @@ func (l *Limiter) NewMethod() *Method {
 // Request is the state of a request a Limiter admitted. Its zero value is
 // ready for [Limiter.Admit].
 type Request struct {
-	method   *Method
-	name     string // of a method that had no record yet
-	start    time.Time
-	atStart  int
-	peer     uint64
-	waiting  int // calls waiting on the client under way
-	waitFrom time.Time
-	waited   time.Duration
-	ended    bool
+	method *Method
+	name   string // of a method that had no record yet
+	start  time.Time
+	peer   uint64
+	// waited is the time spent waiting on the client, less, while a wait
+	// lasts, its start's offset from start.
+	waited  time.Duration
+	atStart int32
+	waiting int32 // calls waiting on the client under way
+	ended   bool
 }
 
 // Ended reports whether r has ended.
@@ -153,7 +154,7 @@ func (l *Limiter) Admit(now time.Time, m *Method, name string, peer uint64, u fl
 	l.window.Admit(now)
 	l.inFlight++
 	l.Admitted++
-	*r = Request{method: m, start: now, atStart: l.inFlight, peer: peer}
+	*r = Request{method: m, start: now, atStart: int32(min(l.inFlight, math.MaxInt32)), peer: peer}
 	if m == l.pending {
 		r.name = name
 	}
@@ -203,7 +204,7 @@ func (l *Limiter) Wait(now time.Time, r *Request) {
 	}
 	if r.waiting == 0 {
 		l.inFlight--
-		r.waitFrom = now
+		r.waited -= now.Sub(r.start)
 	}
 	r.waiting++
 }
@@ -217,7 +218,7 @@ func (l *Limiter) Unwait(now time.Time, r *Request) {
 	r.waiting--
 	if r.waiting == 0 {
 		l.inFlight++
-		r.waited += now.Sub(r.waitFrom)
+		r.waited += now.Sub(r.start)
 	}
 }
 
@@ -242,7 +243,7 @@ func (l *Limiter) End(now time.Time, r *Request, served bool) {
 	}
 	r.ended = true
 	if r.waiting > 0 {
-		r.waited += now.Sub(r.waitFrom)
+		r.waited += now.Sub(r.start)
 	} else {
 		l.inFlight--
 	}
