@@ -6,15 +6,15 @@
 // anything, with UNAVAILABLE (HTTP 503) and a pushback: gRPC's
 // grpc-retry-pushback-ms (gRFC A6), which grpcretry and connectretry obey,
 // or HTTP's Retry-After. The pushback comes from the server's own state:
-// while only a small share of its recent requests were shed or failed by
-// their handlers with a sign of overload ([Config.RetryShare]), it invites
-// a retry after the time a request of that method takes plus the time
-// needed to work off the retries it has already invited; beyond that
-// share, the retries could not all be served, and it says "don't retry"
-// (a negative pushback). Load from retries then stays within
-// 1/(1 − RetryShare) of what the clients ask, however many clients there
-// are: a client's own retry budget sees only its own thin slice of the
-// traffic, while the server sees all of it.
+// while the requests it recently shed, or saw its handlers fail with a
+// sign of overload, are few beside those it served ([Config.RetryShare],
+// a tenth by default), it invites a retry after the time a request of
+// that method takes plus the time needed to work off the retries it has
+// already invited; beyond that, the retries could not all be served, and
+// it says "don't retry" (a negative pushback). Load from retries then
+// stays within 1 + RetryShare of what the clients ask, however many
+// clients there are: a client's own retry budget sees only its own thin
+// slice of the traffic, while the server sees all of it.
 //
 // # When the handler fails
 //
@@ -36,7 +36,13 @@
 // long as they do on an idle server, it grows by the square root of the
 // limit; when they take longer than [Config.Tolerance] times that,
 // requests are queueing somewhere inside the server, and it shrinks toward
-// what the server handles without queueing.
+// what the server handles without queueing. How long requests take now is
+// a moving lower quartile of their ratios to their method's idle latency:
+// it rises slowly with slower requests and falls fast with faster ones,
+// so that once requests take their usual time again the limit grows back
+// at once. Within one idle latency the limit at most halves, however many
+// requests end in it: requests a hung dependency held together end
+// together, and tell of one event.
 //
 // Anyone who can send a request can try to teach it; so only a request that
 // succeeded, and that its client did not cut short by a deadline or a

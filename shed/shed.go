@@ -27,22 +27,24 @@ type Config struct {
 	MinLimit, MaxLimit int
 	// Tolerance is how much slower than on an idle server requests may
 	// get before the limit shrinks, > 1 and at most 100. The limit settles
-	// where requests take about Tolerance / (1 − 1/√limit) times their
-	// idle latency.
+	// where the faster quarter of requests take about
+	// Tolerance / (1 − 1/√limit) times their idle latency.
 	Tolerance float64
-	// RetryShare is the share of recent requests the Shedder may shed, or
-	// see its handlers fail with a sign of overload, and still invite
-	// retries, in [0, 1). Beyond it, it says "don't retry". 0 never
-	// invites one.
+	// RetryShare bounds the retries the Shedder invites, in [0, 1): while
+	// the recent requests it shed, or whose handlers failed with a sign
+	// of overload, are at most RetryShare times those it served, it
+	// invites a retry; beyond, it says "don't retry". Each invited retry
+	// then follows a request served, and load from retries stays within
+	// 1 + RetryShare of what the clients ask. 0 never invites one.
 	RetryShare float64
-	// Window is how far back that share counts, in [10ms, 1h].
+	// Window is how far back those requests count, in [10ms, 1h].
 	Window time.Duration
 }
 
 // DefaultConfig returns a limit that starts at 20 and moves within
 // [1, 1000], a tolerance of 1.5 (Gradient2's), and retries invited while
-// at most a tenth of the last second's requests were shed or refused: a
-// retry amplification of at most 1.1x.
+// the last second's sheds and refusals are at most a tenth of the
+// requests served: a retry amplification of at most 1.1x.
 func DefaultConfig() Config {
 	return Config{InitialLimit: 20, MinLimit: 1, MaxLimit: 1000, Tolerance: 1.5, RetryShare: 0.1, Window: time.Second}
 }

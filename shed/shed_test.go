@@ -59,34 +59,34 @@ func TestConfigErrors(t *testing.T) {
 func zero() float64 { return 0 }
 
 // Requests beyond the limit are shed at once; the first sheds of a window
-// invite a retry, and once more than RetryShare of the window's requests
-// were shed, the pushback says stop.
+// invite a retry, and once the window's sheds are more than RetryShare of
+// the requests it served, the pushback says stop.
 func TestShedAndPushback(t *testing.T) {
 	clk := clocktest.New()
-	s, err := shed.New(fixed(9), shed.WithClock(clk), shed.WithRandom(clocktest.NewRand(0.5)))
+	s, err := shed.New(fixed(10), shed.WithClock(clk), shed.WithRandom(clocktest.NewRand(0.5)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var dones []func(shed.Outcome)
-	for range 9 {
+	for range 10 {
 		done, _ := s.Admit()
 		if done == nil {
 			t.Fatal("rejected below the limit")
 		}
 		dones = append(dones, done)
 	}
-	// 9 admitted; the 10th is shed: 1 of 10 = RetryShare, not above it.
+	// 10 admitted; the 11th is shed: 1 for 10 = RetryShare, not above it.
 	done, pb := s.Admit()
 	if done != nil || pb.Stop {
-		t.Fatalf("10th request: admitted %v, pushback %+v; want shed with a delay", done != nil, pb)
+		t.Fatalf("11th request: admitted %v, pushback %+v; want shed with a delay", done != nil, pb)
 	}
 	// No latency measured yet: the delay is the floor.
 	if pb.Delay != time.Millisecond || pb.Millis() != "1" || pb.RetryAfter(0.5) != "0" {
 		t.Fatalf("pushback %+v (%s ms, Retry-After %s), want 1ms", pb, pb.Millis(), pb.RetryAfter(0.5))
 	}
-	// The 11th: 2 of 11 shed, above a tenth: stop.
+	// The 12th: 2 for 10, above a tenth: stop.
 	if done, pb = s.Admit(); done != nil || !pb.Stop || pb.Millis() != "-1" || pb.RetryAfter(0.5) != "120" {
-		t.Fatalf("11th request: %+v, want stop", pb)
+		t.Fatalf("12th request: %+v, want stop", pb)
 	}
 	// Requests end after 100ms; the window moves on; the next shed
 	// request is told the latency.
@@ -95,19 +95,19 @@ func TestShedAndPushback(t *testing.T) {
 		d(shed.Served)
 		d(shed.Failed) // a second call does nothing
 	}
-	if st := s.Stats(); st.InFlight != 0 || st.Admitted != 9 || st.ShedRetry != 1 || st.ShedStop != 1 {
+	if st := s.Stats(); st.InFlight != 0 || st.Admitted != 10 || st.ShedRetry != 1 || st.ShedStop != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 	clk.Advance(2 * time.Second)
 	dones = dones[:0]
-	for range 9 {
+	for range 10 {
 		done, _ := s.Admit()
 		dones = append(dones, done)
 	}
 	_, pb = s.Admit()
-	// latency 100ms + 1 shed/s × (100ms)² / 9, × (0.5 + 0.5). The
+	// latency 100ms + 1 shed/s × (100ms)² / 10, × (0.5 + 0.5). The
 	// Shedder keeps latencies to a sixteenth of an octave: within 5%.
-	secs := 0.1 + 0.01/9
+	secs := 0.1 + 0.01/10
 	want := time.Duration(secs * float64(time.Second))
 	if pb.Stop || absDiff(pb.Delay, want) > want/20 {
 		t.Fatalf("pushback %+v, want a delay of %v", pb, want)

@@ -39,6 +39,19 @@ func TestHTTPRetriesSpread(t *testing.T) {
 		mu.Unlock()
 	})))
 	defer srv.Close()
+	var release sync.Once
+	defer release.Do(func() { close(hold) }) // before srv.Close, which waits for it
+	// 50 requests served: the Shedder may invite up to 49 retries.
+	for range 50 {
+		resp, err := srv.Client().Get(srv.URL + "/warm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	mu.Lock()
+	arrivals = nil
+	mu.Unlock()
 	go func() {
 		if resp, err := srv.Client().Get(srv.URL + "/hold"); err == nil {
 			resp.Body.Close()
@@ -65,7 +78,7 @@ func TestHTTPRetriesSpread(t *testing.T) {
 	}
 	close(start)
 	waitFor(t, "every client to be shed", func() bool { return s.Stats().ShedRetry == n })
-	close(hold)
+	release.Do(func() { close(hold) })
 	wg.Wait()
 	steps := map[int64]bool{}
 	for _, a := range arrivals {

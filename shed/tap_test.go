@@ -130,15 +130,20 @@ func TestTapDelay(t *testing.T) {
 	c.RetryShare = 0.9
 	s, _ := shed.New(c)
 	entered, release := make(chan struct{}), make(chan struct{})
-	var calls atomic.Int32
-	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-		if calls.Add(1) == 1 {
+	srv := grpctest.Start(t, grpctest.Handlers{Unary: func(_ context.Context, _ int, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		if string(req.GetPayload().GetBody()) == "hold" {
 			close(entered)
 			<-release
 		}
 		return &testpb.SimpleResponse{}, nil
 	}}, grpc.InTapHandle(s.TapHandle()), grpc.ChainUnaryInterceptor(s.UnaryServerInterceptor()))
 	client := testpb.NewTestServiceClient(srv.Dial(t, grpcretry.DialOptions(cfg)...))
+	// Ten calls served: the Shedder may invite up to nine retries.
+	for range 10 {
+		if _, err := client.UnaryCall(context.Background(), grpctest.Request("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	first := make(chan error, 1)
 	go func() { _, err := client.UnaryCall(context.Background(), grpctest.Request("hold")); first <- err }()
 	<-entered
@@ -158,7 +163,7 @@ func TestTapDelay(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	if st := s.Stats(); st.Admitted != 2 || st.ShedRetry != int64(n-1) || st.ShedStop != 0 || st.InFlight != 0 {
+	if st := s.Stats(); st.Admitted != 12 || st.ShedRetry != int64(n-1) || st.ShedStop != 0 || st.InFlight != 0 {
 		t.Fatalf("stats %+v after %d attempts", st, n)
 	}
 }

@@ -14,7 +14,6 @@ package shedload
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -96,6 +95,14 @@ type Report struct {
 	Calls []Call
 	// Stats is the Shedder's at the end of the run (zero without one).
 	Stats shed.Stats
+	// Timeline is the Shedder's Stats every 50ms of the run.
+	Timeline []Sample
+}
+
+// Sample is the Shedder's Stats at a time of a run.
+type Sample struct {
+	At time.Duration
+	shed.Stats
 }
 
 // Run runs sc and returns what its honest clients saw.
@@ -210,6 +217,21 @@ func Run(ctx context.Context, sc Scenario) (*Report, error) {
 			srv.EndOutage(sc.Outage.Shape)
 		})
 	}
+	var timeline []Sample
+	if srv.Shedder != nil {
+		wg.Go(func() {
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-tick.C:
+					timeline = append(timeline, Sample{At: time.Since(start), Stats: srv.Shedder.Stats()})
+				case <-runCtx.Done():
+					return
+				}
+			}
+		})
+	}
 	if sc.Attack != nil {
 		end := sc.AttackEnd
 		if end == 0 {
@@ -228,7 +250,7 @@ func Run(ctx context.Context, sc Scenario) (*Report, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, context.Cause(ctx)
 	}
-	r := &Report{Scenario: sc, Calls: calls}
+	r := &Report{Scenario: sc, Calls: calls, Timeline: timeline}
 	if srv.Shedder != nil {
 		r.Stats = srv.Shedder.Stats()
 	}
@@ -251,20 +273,26 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-// Compare runs sc without a Shedder, then with one (sc.Shed, or
-// shed.DefaultConfig when nil).
+// Compare runs sc without a Shedder and with one (sc.Shed, or
+// shed.DefaultConfig when nil), both at once, so that a machine whose
+// load varies weighs on both alike.
 func Compare(ctx context.Context, sc Scenario) (without, with *Report, err error) {
 	bare := sc
 	bare.Shed, bare.ShedOptions, bare.Tap = nil, nil, false
-	if without, err = Run(ctx, bare); err != nil {
-		return nil, nil, fmt.Errorf("without the Shedder: %w", err)
-	}
 	if sc.Shed == nil {
 		c := shed.DefaultConfig()
 		sc.Shed = &c
 	}
-	if with, err = Run(ctx, sc); err != nil {
-		return nil, nil, fmt.Errorf("with the Shedder: %w", err)
+	var errWithout, errWith error
+	var wg sync.WaitGroup
+	wg.Go(func() { without, errWithout = Run(ctx, bare) })
+	wg.Go(func() { with, errWith = Run(ctx, sc) })
+	wg.Wait()
+	switch {
+	case errWithout != nil:
+		return nil, nil, fmt.Errorf("without the Shedder: %w", errWithout)
+	case errWith != nil:
+		return nil, nil, fmt.Errorf("with the Shedder: %w", errWith)
 	}
 	return without, with, nil
 }
@@ -335,24 +363,54 @@ func (r *Report) OutageAttempts() float64 {
 	return r.Started(o.Start, o.End()).AttemptsPerCall()
 }
 
-// PreOutageGoodput is the goodput of the second before the outage (or of
-// what there is of it).
-func (r *Report) PreOutageGoodput() float64 {
-	o := r.Scenario.Outage
-	return r.Goodput(max(o.Start-time.Second, 0), o.Start)
+// MedianLatency is the median duration of the calls started in
+// [from, to) that succeeded, 0 for none.
+func (r *Report) MedianLatency(from, to time.Duration) time.Duration {
+	var ds []time.Duration
+	for _, c := range r.Calls {
+		if c.Outcome == OK && c.Start >= from && c.Start < to {
+			ds = append(ds, c.End-c.Start)
+		}
+	}
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
-// RecoveryWindow is the span over which Recovery measures goodput.
+// SuccessShare is the share of the calls started in [from, to) that
+// succeeded, 0 for none.
+func (r *Report) SuccessShare(from, to time.Duration) float64 {
+	t := r.Started(from, to)
+	if t.Calls == 0 {
+		return 0
+	}
+	return float64(t.OK) / float64(t.Calls)
+}
+
+// PreOutage is the success share of the calls started in the second
+// before the outage (or in what there is of it).
+func (r *Report) PreOutage() float64 {
+	o := r.Scenario.Outage
+	return r.SuccessShare(max(o.Start-time.Second, 0), o.Start)
+}
+
+// RecoveryWindow is the span over which Recovery measures the success
+// share.
 const RecoveryWindow = 250 * time.Millisecond
 
-// Recovery is the time from the end of the outage until the goodput over
-// RecoveryWindow is back to at least 90% of PreOutageGoodput, measured in
-// steps of 10ms; ok is false when it never is before the run ends.
+// Recovery is the time from the end of the outage until the calls that
+// start succeed as often as before it, 90% of PreOutage, over a
+// RecoveryWindow of starts, in steps of 10ms; ok is false when they never
+// do before the run ends. The clients' load is the same throughout, so
+// this is the goodput back to 90% of what it was, with no noise from how
+// many calls happen to start in a window.
 func (r *Report) Recovery() (d time.Duration, ok bool) {
 	o := r.Scenario.Outage
-	want := 0.9 * r.PreOutageGoodput()
+	want := 0.9 * r.PreOutage()
 	for t := o.End(); t+RecoveryWindow <= r.Scenario.Duration; t += 10 * time.Millisecond {
-		if r.Goodput(t, t+RecoveryWindow) >= want {
+		if r.Started(t, t+RecoveryWindow).Calls > 0 && r.SuccessShare(t, t+RecoveryWindow) >= want {
 			return t - o.End(), true
 		}
 	}
@@ -370,26 +428,11 @@ func (r *Report) Summary() string {
 		if d, ok := r.Recovery(); ok {
 			rec = d.Round(10 * time.Millisecond).String()
 		}
-		s += fmt.Sprintf("; %v: %.2fx attempts per call, goodput %.0f/s before, recovery %s",
-			sc.Outage.Shape, r.OutageAttempts(), r.PreOutageGoodput(), rec)
+		s += fmt.Sprintf("; %v: %.2fx attempts per call, %.0f%% succeeded before, recovery %s",
+			sc.Outage.Shape, r.OutageAttempts(), 100*r.PreOutage(), rec)
 	}
 	if sc.Shed != nil {
 		s += fmt.Sprintf("; limit %d, %d admitted, %d shed", r.Stats.Limit, r.Stats.Admitted, r.Stats.ShedRetry+r.Stats.ShedStop)
 	}
 	return s
 }
-
-// Latencies returns the durations of the calls that succeeded, sorted.
-func (r *Report) Latencies() []time.Duration {
-	var out []time.Duration
-	for _, c := range r.Calls {
-		if c.Outcome == OK {
-			out = append(out, c.End-c.Start)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// ErrNoCalls is returned by checks that need calls and found none.
-var ErrNoCalls = errors.New("shedload: no calls")

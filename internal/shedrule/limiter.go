@@ -53,6 +53,10 @@ type Limiter struct {
 	// requests served: how much slower than idle the server is now.
 	signal    float64
 	hasSignal bool
+	// roundLimit is the limit at roundStart; within an idle latency of
+	// it, the limit stays above half of it.
+	roundStart time.Time
+	roundLimit float64
 	methods   map[string]*Method
 	nmethods  int
 	other     *Method // the methods beyond MaxMethods
@@ -173,8 +177,8 @@ func (l *Limiter) Gate(now time.Time, name string, u float64) Verdict {
 }
 
 func (l *Limiter) shed(now time.Time, m *Method, u float64) Verdict {
-	share, perSecond := l.window.Shed(now)
-	delay, stop := Pushback(share, l.cfg.RetryShare, perSecond, m.typical(), int(l.limit), u)
+	ratio, perSecond := l.window.Shed(now)
+	delay, stop := Pushback(ratio, l.cfg.RetryShare, perSecond, m.typical(), int(l.limit), u)
 	if stop {
 		l.ShedStop++
 	} else {
@@ -188,9 +192,9 @@ func (l *Limiter) shed(now time.Time, m *Method, u float64) Verdict {
 // rejections, and returns the pushback to tell its client, by the rule
 // for shed requests.
 func (l *Limiter) Refuse(now time.Time, r *Request, u float64) Verdict {
-	share, perSecond := l.window.Refuse(now)
+	ratio, perSecond := l.window.Refuse(now)
 	l.Refused++
-	delay, stop := Pushback(share, l.cfg.RetryShare, perSecond, r.method.typical(), int(l.limit), u)
+	delay, stop := Pushback(ratio, l.cfg.RetryShare, perSecond, r.method.typical(), int(l.limit), u)
 	return Verdict{Stop: stop, Delay: delay}
 }
 
@@ -228,10 +232,16 @@ func (l *Limiter) Overload() {
 	l.limit = max(float64(l.cfg.MinLimit), l.limit*0.9)
 }
 
-// Smoothing of the latency signal and of the limit, as Gradient2's.
+// Smoothing of the latency signal and of the limit. The signal rises by
+// signalUp of the way to a slower request's ratio, as Gradient2's short
+// average, and falls by signalDown toward a faster one's: it tracks the
+// lower quartile of recent ratios rather than their mean, so that the
+// limit grows back as soon as requests take their usual time again, and
+// a few slow requests among many do not read as queueing.
 const (
-	signalAlpha = 0.1
-	limitAlpha  = 0.2
+	signalUp   = 0.1
+	signalDown = 0.3
+	limitAlpha = 0.2
 )
 
 // End ends r at now. served says it ended successfully and whole, so
@@ -260,14 +270,17 @@ func (l *Limiter) End(now time.Time, r *Request, served bool) {
 	if base == 0 {
 		return
 	}
-	// One request moves the signal by at most signalAlpha × the log of
+	// One request moves the signal by at most signalUp × the log of
 	// 4 × Tolerance.
 	bound := math.Log(4 * l.cfg.Tolerance)
 	x := max(-bound, min(bound, math.Log(rtt/base)))
-	if l.hasSignal {
-		l.signal += signalAlpha * (x - l.signal)
-	} else {
+	switch {
+	case !l.hasSignal:
 		l.signal, l.hasSignal = x, true
+	case x > l.signal:
+		l.signal += signalUp * (x - l.signal)
+	default:
+		l.signal += signalDown * (x - l.signal)
 	}
 	if float64(r.atStart) < l.limit/2 {
 		// The server was not busy: this request says nothing of the
@@ -279,7 +292,16 @@ func (l *Limiter) End(now time.Time, r *Request, served bool) {
 	// it allows.
 	gradient := max(0.5, min(1, l.cfg.Tolerance/math.Exp(l.signal)))
 	next := l.limit*gradient + math.Sqrt(l.limit)
-	l.limit = min(float64(l.cfg.MaxLimit), max(float64(l.cfg.MinLimit), (1-limitAlpha)*l.limit+limitAlpha*next))
+	next = (1-limitAlpha)*l.limit + limitAlpha*next
+	// Within one idle latency the limit at most halves, however many
+	// requests end in it: requests that were held together (a
+	// dependency hung, then came back) end together, and tell of one
+	// event, not of many.
+	if now.Sub(l.roundStart) >= seconds(base) {
+		l.roundStart, l.roundLimit = now, l.limit
+	}
+	next = max(next, l.roundLimit/2)
+	l.limit = min(float64(l.cfg.MaxLimit), max(float64(l.cfg.MinLimit), next))
 }
 
 // Baseline is the idle latency of m, 0 before it has one.

@@ -7,6 +7,7 @@
 package shedrule
 
 import (
+	"math"
 	"time"
 )
 
@@ -16,7 +17,7 @@ const slots = 10
 // Window counts the admitted, shed and refused requests of a sliding
 // window: shed, rejected before they started; refused, admitted but
 // failed by their handler with a sign of overload that the server speaks
-// for. It is not safe for concurrent use: its owner locks. The zero value
+// for; served, the others admitted. It is not safe for concurrent use: its owner locks. The zero value
 // is not usable; use [NewWindow].
 type Window struct {
 	width                  int64 // nanoseconds per slot
@@ -60,46 +61,52 @@ func (w *Window) Admit(now time.Time) {
 	w.sumAdmit++
 }
 
-// Shed counts a shed request at now and returns the share of the window's
-// requests that were shed or refused, this one included, and those shed
-// or refused per second over the window.
-func (w *Window) Shed(now time.Time) (share, perSecond float64) {
+// Shed counts a shed request at now and returns the ratio of the
+// window's requests shed or refused, this one included, to the others,
+// those served (+Inf when none was), and those shed or refused per second
+// over the window.
+func (w *Window) Shed(now time.Time) (ratio, perSecond float64) {
 	i := w.slot(now)
 	w.shed[i]++
 	w.sumShed++
-	return w.share()
+	return w.ratio()
 }
 
 // Refuse counts an admitted request refused at now, as [Window.Shed]
 // counts a shed one, and returns the same figures.
-func (w *Window) Refuse(now time.Time) (share, perSecond float64) {
+func (w *Window) Refuse(now time.Time) (ratio, perSecond float64) {
 	i := w.slot(now)
 	w.refuse[i]++
 	w.sumRefuse++
-	return w.share()
+	return w.ratio()
 }
 
-func (w *Window) share() (share, perSecond float64) {
+func (w *Window) ratio() (ratio, perSecond float64) {
 	bad := w.sumShed + w.sumRefuse
-	share = min(float64(bad)/float64(max(w.sumShed+w.sumAdmit, 1)), 1)
+	ratio = math.Inf(1)
+	if good := w.sumAdmit - w.sumRefuse; good > 0 {
+		ratio = float64(bad) / float64(good)
+	}
 	perSecond = float64(bad) / (time.Duration(w.width * slots)).Seconds()
-	return share, perSecond
+	return ratio, perSecond
 }
 
 // MaxDelay caps the pushback delay.
 const MaxDelay = time.Minute
 
-// Pushback is what a shed or refused request is told: stop when more than
-// retryShare of recent requests were shed or refused (the retries could
-// not all be served, so none is invited: the load stays within
-// 1/(1-retryShare) of what clients ask); otherwise a delay for the retry.
+// Pushback is what a shed or refused request is told: stop when the
+// recent requests shed or refused, ratio of the others, are more than
+// retryShare (the retries could not all be served, so none is invited:
+// each invited retry follows a request that was served, and the load
+// stays within 1 + retryShare of what clients ask); otherwise a delay
+// for the retry.
 // The delay is the time one request takes plus the time the server needs
 // to work off the retries it has already invited, at limit requests in
 // flight, each taking latency: perSecond × latency² / limit. u, uniform in
 // [0, 1), spreads it over [d/2, 3d/2) so that the invited retries do not
 // come back together. It is at least 1ms and at most MaxDelay.
-func Pushback(share, retryShare, perSecond float64, latency time.Duration, limit int, u float64) (delay time.Duration, stop bool) {
-	if share > retryShare {
+func Pushback(ratio, retryShare, perSecond float64, latency time.Duration, limit int, u float64) (delay time.Duration, stop bool) {
+	if !(ratio <= retryShare) {
 		return 0, true
 	}
 	lat := latency.Seconds()
