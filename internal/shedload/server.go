@@ -131,6 +131,7 @@ type backend struct {
 	work  time.Duration
 
 	mu     sync.Mutex
+	stolen int // slots CapacityHalved took
 	shape  Shape
 	share  float64       // of the honest requests the outage hits; 0 for all
 	healed chan struct{} // closed when the current outage ends
@@ -199,7 +200,8 @@ func (b *backend) serve(ctx context.Context, mode string) verdict {
 
 // startOutage begins an outage of shape, which hits share of the honest
 // requests (all for 0; FailFast and Hang). For CapacityHalved it returns
-// once half the slots are taken (or ctx is done).
+// once half the slots are taken, or ctx is done: it takes them as the
+// requests holding them let go.
 func (b *backend) startOutage(ctx context.Context, shape Shape, share float64) {
 	b.mu.Lock()
 	b.shape, b.share = shape, share
@@ -208,6 +210,9 @@ func (b *backend) startOutage(ctx context.Context, shape Shape, share float64) {
 		for range cap(b.slots) / 2 {
 			select {
 			case b.slots <- struct{}{}:
+				b.mu.Lock()
+				b.stolen++
+				b.mu.Unlock()
 			case <-ctx.Done():
 				return
 			}
@@ -215,17 +220,17 @@ func (b *backend) startOutage(ctx context.Context, shape Shape, share float64) {
 	}
 }
 
-// endOutage ends the outage begun by startOutage.
-func (b *backend) endOutage(shape Shape) {
+// endOutage ends the outage begun by startOutage, once it has returned.
+func (b *backend) endOutage() {
 	b.mu.Lock()
 	b.shape, b.share = Healthy, 0
 	close(b.healed)
 	b.healed = make(chan struct{})
+	stolen := b.stolen
+	b.stolen = 0
 	b.mu.Unlock()
-	if shape == CapacityHalved {
-		for range cap(b.slots) / 2 {
-			<-b.slots
-		}
+	for range stolen {
+		<-b.slots
 	}
 }
 
@@ -308,8 +313,9 @@ func (s *Server) StartOutage(ctx context.Context, shape Shape, share float64) {
 	s.backend.startOutage(ctx, shape, share)
 }
 
-// EndOutage ends the outage StartOutage began.
-func (s *Server) EndOutage(shape Shape) { s.backend.endOutage(shape) }
+// EndOutage ends the outage StartOutage began, once StartOutage has
+// returned.
+func (s *Server) EndOutage() { s.backend.endOutage() }
 
 type grpcService struct {
 	testpb.UnimplementedTestServiceServer

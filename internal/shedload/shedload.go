@@ -210,11 +210,13 @@ func Run(ctx context.Context, sc Scenario) (*Report, error) {
 			if !sleepUntil(runCtx, start.Add(sc.Outage.Start)) {
 				return
 			}
-			srv.StartOutage(runCtx, sc.Outage.Shape, sc.Outage.Share)
+			octx, cancel := context.WithDeadline(runCtx, start.Add(sc.Outage.End()))
+			srv.StartOutage(octx, sc.Outage.Shape, sc.Outage.Share)
+			cancel()
 			// The outage ends on time even when the run is cut short,
 			// so that the calls it holds come back.
 			_ = sleepUntil(ctx, start.Add(sc.Outage.End()))
-			srv.EndOutage(sc.Outage.Shape)
+			srv.EndOutage()
 		})
 	}
 	var timeline []Sample

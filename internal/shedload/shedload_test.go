@@ -10,6 +10,16 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// protocols are the protocols a test runs in: all of them, or in -short
+// mode gRPC alone (package shed's own tests cover each protocol's front
+// door).
+func protocols() []Protocol {
+	if testing.Short() {
+		return []Protocol{GRPC}
+	}
+	return Protocols
+}
+
 // honest is the honest workload: 16 clients back to back, 50ms
 // per request, on a server of 40 slots: 60% of its capacity is free.
 func honest(p Protocol, d time.Duration) Scenario {
@@ -81,7 +91,7 @@ func checkAttack(t *testing.T, sc Scenario) {
 // Item 1: calls that end at once, unauthenticated or cut short by their
 // deadline, say nothing of the server's work.
 func TestAttackFastFailures(t *testing.T) {
-	for _, p := range Protocols {
+	for _, p := range protocols() {
 		t.Run(p.String()+"/unauthenticated", func(t *testing.T) {
 			sc := honest(p, 0)
 			sc.Attack = Every(200*time.Millisecond, 5, ModeUnauthenticated, 0)
@@ -97,7 +107,7 @@ func TestAttackFastFailures(t *testing.T) {
 
 // Item 2: clients that send nothing hold no slot.
 func TestAttackSlowClients(t *testing.T) {
-	for _, p := range Protocols {
+	for _, p := range protocols() {
 		t.Run(p.String()+"/idle", func(t *testing.T) {
 			sc := honest(p, 0)
 			n := 1000
@@ -120,7 +130,7 @@ func TestAttackSlowClients(t *testing.T) {
 
 // Item 3: refusals aimed at one client, a few hundred a second.
 func TestAttackRefusals(t *testing.T) {
-	for _, p := range Protocols {
+	for _, p := range protocols() {
 		for _, mode := range []string{ModeQuota, ModeShard} {
 			t.Run(p.String()+"/"+mode, func(t *testing.T) {
 				sc := honest(p, 0)
@@ -141,7 +151,7 @@ func fleet(p Protocol, shape Shape) Scenario {
 		Outage: Outage{Shape: shape, Start: 2 * time.Second, Length: 1500 * time.Millisecond}}
 	if testing.Short() {
 		sc.Fleet, sc.Rate = 100, 1.5
-		sc.Duration, sc.Outage.Start = 4500*time.Millisecond, 1500*time.Millisecond
+		sc.Duration, sc.Outage.Start = 5*time.Second, 1500*time.Millisecond
 	}
 	return sc
 }
@@ -158,7 +168,7 @@ func preOutageHealthy(r *Report) bool {
 // before within 2s of the outage's end (or, on a machine so busy that
 // the run without the Shedder takes longer, within half a second of it).
 func TestOutages(t *testing.T) {
-	for _, p := range Protocols {
+	for _, p := range protocols() {
 		for _, shape := range []Shape{CapacityHalved, Hang, FailFast} {
 			t.Run(p.String()+"/"+shape.String(), func(t *testing.T) {
 				without, with := compare(t, fleet(p, shape), preOutageHealthy)
@@ -217,7 +227,7 @@ func TestHalfFailFast(t *testing.T) {
 // the baseline down. The honest clients call from 8 addresses, the
 // attacker from one.
 func TestAttackCheapSuccesses(t *testing.T) {
-	for _, p := range Protocols {
+	for _, p := range protocols() {
 		t.Run(p.String(), func(t *testing.T) {
 			sc := honest(p, 0)
 			sc.HonestIPs = 8
