@@ -57,11 +57,11 @@ type Limiter struct {
 	// it, the limit stays above half of it.
 	roundStart time.Time
 	roundLimit float64
-	methods   map[string]*Method
-	nmethods  int
-	other     *Method // the methods beyond MaxMethods
-	pending   *Method // the methods that have served no request yet
-	def       *Method
+	methods    map[string]*Method
+	nmethods   int
+	other      *Method // the methods beyond MaxMethods
+	pending    *Method // the methods that have served no request yet
+	def        *Method
 
 	// Counts, for Stats.
 	Admitted, ShedRetry, ShedStop, Refused int64
