@@ -16,6 +16,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rebound-go/rebound"
@@ -64,8 +65,14 @@ func serviceConfig(attempts int) (*serviceconfig.Config, error) {
 // retrying client (grpcretry, connectretry, httpretry) when it retries.
 type Caller struct {
 	call  func(ctx context.Context, mode string) Result
+	ping  func(ctx context.Context) error
 	close func()
 }
+
+// Ping calls the server's health check (EmptyCall, Ping, /ping), a
+// method of its own, so that the Caller's connection is up before a run
+// without teaching the Shedder anything of the Call method.
+func (c *Caller) Ping(ctx context.Context) error { return c.ping(ctx) }
 
 // Call makes one call with the given mode ("" for an honest one).
 func (c *Caller) Call(ctx context.Context, mode string) Result { return c.call(ctx, mode) }
@@ -149,6 +156,10 @@ func (s *Server) grpcCaller(id, attempts int, dialer *net.Dialer) (*Caller, erro
 			}
 			return r
 		},
+		ping: func(ctx context.Context) error {
+			_, err := client.EmptyCall(ctx, &testpb.Empty{})
+			return err
+		},
 		close: func() { cc.Close() },
 	}, nil
 }
@@ -175,7 +186,12 @@ func (s *Server) connectCaller(id, attempts int, dialer *net.Dialer) (*Caller, e
 	}
 	hc, closeIdle := newHTTPClient(dialer, func(rt http.RoundTripper) http.RoundTripper { return rt })
 	client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](hc, s.URL+CallProcedure, opts...)
+	ping := connect.NewClient[emptypb.Empty, emptypb.Empty](hc, s.URL+PingProcedure)
 	return &Caller{
+		ping: func(ctx context.Context) error {
+			_, err := ping.CallUnary(ctx, connect.NewRequest(&emptypb.Empty{}))
+			return err
+		},
 		call: func(ctx context.Context, mode string) Result {
 			n := 1
 			if attempts > 1 {
@@ -215,6 +231,22 @@ func (s *Server) httpCaller(attempts int, dialer *net.Dialer) (*Caller, error) {
 		return nil, rt.Err()
 	}
 	return &Caller{
+		ping: func(ctx context.Context) error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/ping", nil)
+			if err != nil {
+				return err
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				return err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("shedload: ping: %s", resp.Status)
+			}
+			return nil
+		},
 		call: func(ctx context.Context, mode string) Result {
 			n := 1
 			if attempts > 1 {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -131,6 +132,7 @@ type backend struct {
 	work  time.Duration
 
 	mu     sync.Mutex
+	served []Served
 	stolen int // slots CapacityHalved took
 	shape  Shape
 	share  float64       // of the honest requests the outage hits; 0 for all
@@ -143,6 +145,26 @@ func newBackend(slots int, work time.Duration) *backend {
 
 // serve does what mode asks, within ctx.
 func (b *backend) serve(ctx context.Context, mode string) verdict {
+	began := time.Now()
+	v := b.serveMode(ctx, mode)
+	if mode == "" && v == served {
+		end := time.Now()
+		b.mu.Lock()
+		b.served = append(b.served, Served{End: end, Took: end.Sub(began)})
+		b.mu.Unlock()
+	}
+	return v
+}
+
+// Served is an honest request the service served, as the server saw it.
+type Served struct {
+	// End is when it ended; Took how long the service took, queueing for
+	// a backend slot included.
+	End  time.Time
+	Took time.Duration
+}
+
+func (b *backend) serveMode(ctx context.Context, mode string) verdict {
 	work := b.work
 	switch {
 	case mode == "":
@@ -305,6 +327,13 @@ func Start(c ServerConfig) (*Server, error) {
 
 // Close stops the server.
 func (s *Server) Close() { s.stop() }
+
+// Served returns the honest requests the service served so far.
+func (s *Server) Served() []Served {
+	s.backend.mu.Lock()
+	defer s.backend.mu.Unlock()
+	return slices.Clone(s.backend.served)
+}
 
 // StartOutage begins an outage of shape that hits share of the honest
 // requests, drawn at random (0: all; it applies to FailFast and Hang);

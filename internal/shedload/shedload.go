@@ -14,6 +14,7 @@ package shedload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -97,6 +98,9 @@ type Report struct {
 	Stats shed.Stats
 	// Timeline is the Shedder's Stats every 50ms of the run.
 	Timeline []Sample
+	// Served is how long the service took over each honest request it
+	// served, by when it ended, from the start of the run.
+	Served []Call
 }
 
 // Sample is the Shedder's Stats at a time of a run.
@@ -156,6 +160,22 @@ func Run(ctx context.Context, sc Scenario) (*Report, error) {
 		}
 	}()
 
+	// Every client's connection is up before the clock starts: a run
+	// measures the server, not how long hundreds of connections take to
+	// come up on a busy machine.
+	var warm sync.WaitGroup
+	warmErrs := make([]error, len(callers))
+	for i, c := range callers {
+		warm.Go(func() {
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			warmErrs[i] = c.Ping(wctx)
+		})
+	}
+	warm.Wait()
+	if err := errors.Join(warmErrs...); err != nil {
+		return nil, fmt.Errorf("shedload: warming up: %w", err)
+	}
 	var (
 		mu    sync.Mutex
 		calls []Call
@@ -253,6 +273,10 @@ func Run(ctx context.Context, sc Scenario) (*Report, error) {
 		return nil, context.Cause(ctx)
 	}
 	r := &Report{Scenario: sc, Calls: calls, Timeline: timeline}
+	for _, sv := range srv.Served() {
+		end := sv.End.Sub(start)
+		r.Served = append(r.Served, Call{Start: end - sv.Took, End: end})
+	}
 	if srv.Shedder != nil {
 		r.Stats = srv.Shedder.Stats()
 	}
@@ -365,12 +389,14 @@ func (r *Report) OutageAttempts() float64 {
 	return r.Started(o.Start, o.End()).AttemptsPerCall()
 }
 
-// MedianLatency is the median duration of the calls started in
-// [from, to) that succeeded, 0 for none.
-func (r *Report) MedianLatency(from, to time.Duration) time.Duration {
+// ServiceLatency is the median time the service took over the honest
+// requests it served that ended in [from, to), queueing for a backend
+// slot included, 0 for none: the server's latency, without what a busy
+// machine adds to the clients' side.
+func (r *Report) ServiceLatency(from, to time.Duration) time.Duration {
 	var ds []time.Duration
-	for _, c := range r.Calls {
-		if c.Outcome == OK && c.Start >= from && c.Start < to {
+	for _, c := range r.Served {
+		if c.End >= from && c.End < to {
 			ds = append(ds, c.End-c.Start)
 		}
 	}
