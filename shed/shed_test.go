@@ -173,7 +173,11 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	done, _ := s.Admit()
-	s.Admit() // shed: 1 of 2, stop
+	s.Admit() // shed: 1 for none served, stop
+	// A handler's 503 without a Retry-After gets one: a refusal.
+	h := s.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	done(shed.Served)
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
@@ -197,13 +201,12 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int64{shed.LimitName: 1, shed.InFlightName: 1, shed.AdmittedName: 1, shed.RejectedName + "/stop": 1}
+	want := map[string]int64{shed.LimitName: 1, shed.InFlightName: 0, shed.AdmittedName: 2, shed.RejectedName + "/stop": 1, shed.RefusedName + "/stop": 1}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
 		}
 	}
-	done(shed.Served)
 }
 
 func BenchmarkAdmit(b *testing.B) {
