@@ -138,11 +138,27 @@ func (s *Shedder) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 type grpcStream struct {
 	grpc.ServerStream
 	request
-	ctx requestContext
-	own atomic.Bool
+	ctx  requestContext
+	hctx context.Context // ctx, with ts as its transport stream
+	ts   watchedStream
+	own  atomic.Bool
 }
 
-func (g *grpcStream) Context() context.Context { return &g.ctx }
+func (g *grpcStream) Context() context.Context { return g.hctx }
+
+// watchedStream is a stream's transport stream, for grpc.SetTrailer on
+// the stream's context: it notes a pushback the handler sets there.
+type watchedStream struct {
+	grpc.ServerTransportStream
+	own *atomic.Bool
+}
+
+func (w *watchedStream) SetTrailer(md metadata.MD) error {
+	if hasPushback(md) {
+		w.own.Store(true)
+	}
+	return w.ServerTransportStream.SetTrailer(md)
+}
 
 func (g *grpcStream) RecvMsg(m any) error {
 	g.wait()
@@ -178,6 +194,11 @@ func (s *Shedder) StreamServerInterceptor() grpc.StreamServerInterceptor {
 			return rejectGRPC()
 		}
 		g.ctx = requestContext{ctx, &g.request}
+		g.hctx = &g.ctx
+		if inner := grpc.ServerTransportStreamFromContext(ctx); inner != nil {
+			g.ts = watchedStream{inner, &g.own}
+			g.hctx = grpc.NewContextWithServerTransportStream(g.hctx, &g.ts)
+		}
 		returned := false
 		defer func() {
 			if !returned {
@@ -386,7 +407,7 @@ type httpWriter struct {
 func (w *httpWriter) WriteHeader(code int) {
 	if w.code == 0 && code >= 200 {
 		w.code = code
-		if (code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable) && w.Header().Get("Retry-After") == "" {
+		if (code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable) && w.Header().Get("Retry-After") == "" && w.ctx.Err() == nil {
 			pb := w.refuse()
 			w.Header().Set("Retry-After", pb.RetryAfter(w.s.float64()))
 		}

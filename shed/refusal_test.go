@@ -207,3 +207,46 @@ func TestHandlerRefusalsHTTP(t *testing.T) {
 		t.Fatalf("limit %d after ReportOverload, want 90", got)
 	}
 }
+
+// A stream handler's own pushback, set on the stream or through
+// grpc.SetTrailer on its context, goes out alone; one without gets the
+// Shedder's.
+func TestStreamRefusals(t *testing.T) {
+	s := limit100(t)
+	srv := grpctest.Start(t, grpctest.Handlers{
+		Unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			return &testpb.SimpleResponse{}, nil
+		},
+		ServerStream: func(_ int, req *testpb.StreamingOutputCallRequest, st grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+			switch string(req.GetPayload().GetBody()) {
+			case "stream":
+				st.SetTrailer(metadata.Pairs("grpc-retry-pushback-ms", "250"))
+			case "context":
+				_ = grpc.SetTrailer(st.Context(), metadata.Pairs("grpc-retry-pushback-ms", "250"))
+			}
+			return status.Error(codes.Unavailable, "busy")
+		},
+	}, grpc.ChainUnaryInterceptor(s.UnaryServerInterceptor()), grpc.ChainStreamInterceptor(s.StreamServerInterceptor()))
+	client := testpb.NewTestServiceClient(srv.Dial(t))
+	for range 30 {
+		if _, err := client.UnaryCall(context.Background(), grpctest.Request("ok")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, body := range []string{"stream", "context", "none"} {
+		st, err := client.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: []byte(body)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); status.Code(err) != codes.Unavailable {
+			t.Fatalf("%s: %v", body, err)
+		}
+		got := st.Trailer()["grpc-retry-pushback-ms"]
+		if body != "none" && (len(got) != 1 || got[0] != "250") {
+			t.Errorf("%s: pushback %q, want the handler's [250]", body, got)
+		}
+		if ms, err := strconv.Atoi(got[0]); body == "none" && (len(got) != 1 || err != nil || ms < 0) {
+			t.Errorf("%s: pushback %q, want the Shedder's delay", body, got)
+		}
+	}
+}
