@@ -96,8 +96,9 @@ func TestTraceHTTPRetry(t *testing.T) {
 		t.Errorf("url.full %q", v.AsString())
 	}
 	want := []string{
-		"pushback received rebound.attempt=1 rebound.pushback=1",
-		"backoff started rebound.attempt=1 rebound.delay=1",
+		// Retry-After 1, and up to half a second more (a quarter at 0.5).
+		"pushback received rebound.attempt=1 rebound.pushback=1.25",
+		"backoff started rebound.attempt=1 rebound.delay=1.25",
 		"backoff started rebound.attempt=2 rebound.delay=1",
 	}
 	if got := observetest.Events(call); !slices.Equal(got, want) {

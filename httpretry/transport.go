@@ -81,7 +81,10 @@ type host struct {
 //     the request is idempotent ([Idempotent]); a request whose connection
 //     could not be made never reached the server and is retried whatever
 //     its method;
-//   - waiting at least as long as a Retry-After hint asks, in seconds or as
+//   - waiting at least as long as a Retry-After hint asks, and at random
+//     up to half a second more (half the hint, when shorter), so that
+//     clients told the same whole second do not all come back in it; in
+//     seconds or
 //     an HTTP-date ([ParseRetryAfter]); a hint longer than the cap
 //     ([WithRetryDelayCap], 60s by default) returns the response at once
 //     and stops retrying with [rebound.ErrRetryDelayTooLong], one that

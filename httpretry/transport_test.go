@@ -442,9 +442,11 @@ func TestRetryAfterIsMinimumDelay(t *testing.T) {
 		value  func(*clocktest.Clock) string
 		sleeps []time.Duration
 	}{
-		{"seconds", func(*clocktest.Clock) string { return "3" }, []time.Duration{3 * time.Second, 3 * time.Second}},
+		// A hint waits up to half a second more: a quarter, with the
+		// random source at 0.5.
+		{"seconds", func(*clocktest.Clock) string { return "3" }, []time.Duration{3250 * time.Millisecond, 3250 * time.Millisecond}},
 		{"below backoff", func(*clocktest.Clock) string { return "0" }, []time.Duration{500 * time.Millisecond, time.Second}},
-		{"http-date", in7s, []time.Duration{7 * time.Second, time.Second}}, // the date is then past
+		{"http-date", in7s, []time.Duration{7250 * time.Millisecond, time.Second}}, // the date is then past
 		{"invalid", func(*clocktest.Clock) string { return "soon" }, []time.Duration{500 * time.Millisecond, time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1028,4 +1030,31 @@ type closeRecorder struct {
 func (c *closeRecorder) Close() error {
 	c.closed.Store(true)
 	return nil
+}
+
+// Clients told the same Retry-After come back spread over up to half a
+// second after it (half the hint, when shorter), not in one wave.
+func TestRetryAfterSpread(t *testing.T) {
+	for _, tc := range []struct {
+		hint string
+		u    float64
+		want time.Duration
+	}{
+		{"1", 0, time.Second},
+		{"1", 0.5, 1250 * time.Millisecond},
+		{"1", 0.999, 1499500 * time.Microsecond},
+		{"10", 0.5, 10250 * time.Millisecond},
+		{"0", 0.999, 999 * time.Millisecond}, // nothing to spread: the backoff, 1s × 0.999, decides
+	} {
+		client, clk := newClient(t, httpretry.WithRandom(clocktest.NewRand(tc.u)))
+		srv := newServer(t, retryAfter(tc.hint, 503, 200))
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		if got := clk.Sleeps(); len(got) != 1 || got[0] != tc.want {
+			t.Errorf("Retry-After %s, random %v: waited %v, want %v", tc.hint, tc.u, got, tc.want)
+		}
+	}
 }
