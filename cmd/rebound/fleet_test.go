@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +41,7 @@ func TestSimFleet(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	rows := tableRows(out)
-	if len(rows) != 4 || !strings.Contains(strings.Join(rows[0], "|"), "server shedding + pushback") {
+	if len(rows) != 1+len(sim.FleetScenarios) || !strings.Contains(strings.Join(rows[0], "|"), "server shedding + pushback") {
 		t.Fatalf("table rows:\n%s", out)
 	}
 	reports, err := sim.RunFleet(context.Background(), c, sim.FleetScenarios)
@@ -65,17 +67,36 @@ func TestSimFleet(t *testing.T) {
 			}
 		}
 	}
+	// The conclusion's figures for a policy are its cell's.
+	compared := 0
+	for _, m := range regexp.MustCompile(`([a-zA-Z0-9 +]+) \((?:goodput (\d+/s) against \d+/s)?(?:, )?(?:recovery (\S+) against [^)\s]+)?\)`).FindAllStringSubmatch(words, -1) {
+		col := slices.Index(want[0], strings.TrimSpace(m[1]))
+		if col < 0 || m[2] == "" && m[3] == "" {
+			continue
+		}
+		compared++
+		found := false
+		for _, row := range want[1:] {
+			found = found || (m[2] == "" || strings.Contains(row[col], "("+m[2])) && (m[3] == "" || strings.HasSuffix(row[col], ", "+m[3]+")"))
+		}
+		if !found {
+			t.Errorf("the conclusion's %q is in no cell of its column", m[0])
+		}
+	}
+	if compared == 0 {
+		t.Errorf("no figure of the conclusion's compared:\n%s", out)
+	}
 	if !testing.Short() {
 		out, stderr, code := runCLI(t, "sim", "-fleet")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		rows := tableRows(out)
-		if len(rows) != 4 {
+		if len(rows) != 1+len(sim.FleetScenarios) {
 			t.Fatalf("table rows:\n%s", out)
 		}
-		// The issue's figures for the old policies, and the shedder's
-		// 1.00x in every row.
+		// The issue's figures for the old policies; and the shedder's at
+		// most 1.1x in every row, back within 2s of every outage.
 		for i, want := range [][]string{
 			{"50 x 20 req/s, full outage", "4.45x", "1.01x", "1.17x"},
 			{"10,000 x 0.1 req/s, full outage", "4.45x", "2.20x"},
@@ -90,12 +111,21 @@ func TestSimFleet(t *testing.T) {
 					t.Errorf("row %q lacks %s", row, w)
 				}
 			}
-			if !strings.HasPrefix(rows[i+1][6], "1.00x") {
-				t.Errorf("row %q: shedding %q, want 1.00x", rows[i+1][0], rows[i+1][6])
+		}
+		cell := regexp.MustCompile(`^([\d.]+)x \(\d+/s, (\S+)\)$`)
+		for _, row := range rows[1:] {
+			m := cell.FindStringSubmatch(row[6])
+			if m == nil {
+				t.Errorf("row %q: shedding %q", row[0], row[6])
+				continue
+			}
+			d, err := time.ParseDuration(m[2])
+			if a, _ := strconv.ParseFloat(m[1], 64); a > 1.1 || err != nil || d > 2*time.Second {
+				t.Errorf("row %q: shedding %q, want at most 1.10x and a recovery within 2s", row[0], row[6])
 			}
 		}
 	}
-	checkReport(t, page, 1, "clients x rate", 3, 0, "Conclusion", "server shedding + pushback", "Per-client budgets")
+	checkReport(t, page, 1, "clients x rate", len(sim.FleetScenarios), 0, "Conclusion", "server shedding + pushback", "Per-client budgets")
 	if !strings.Contains(out, "wrote the report (table, conclusion) to "+page) {
 		t.Errorf("output does not name the report:\n%s", out)
 	}

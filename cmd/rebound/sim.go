@@ -39,6 +39,8 @@ var simFlags = map[string]string{
 	"Adaptive.K":           "-adaptive-k",
 	"Adaptive.Window":      "-adaptive-window",
 	"RetryShare":           "-retry-share",
+	"Shape":                "-shape",
+	"AttackRate":           "-attack-rate",
 }
 
 var simHelp = help{
@@ -55,33 +57,63 @@ and the other budgets listed under "policies" in the output.
 
 Model: each client sends new requests as a Poisson process (-rate per
 second). The server has -capacity × -latency workers: an attempt that finds
-one free takes -latency and succeeds; one that finds none is refused at once
-with a retryable UNAVAILABLE (no queue). During the outage only
--outage-capacity of the workers serve (0: every attempt fails). Retries wait
-a jittered exponential backoff; no attempt starts past a request's -deadline.
+one free takes -latency and succeeds. -shape says what else happens, and
+what the outage does:
+
+  refuse        (the default) the server has no queue: an attempt that finds
+                no worker free is refused at once with a retryable
+                UNAVAILABLE; during the outage only -outage-capacity of the
+                workers serve (0: every attempt fails at once, as when a
+                dependency is down)
+  slow          the server queues what its workers cannot take, and drops
+                an attempt whose request's deadline has passed; during the
+                outage only -outage-capacity of the workers serve, and
+                requests slow down
+  hang          a queueing server; during the outage an attempt hangs until
+                it ends, or its deadline passes (-outage-capacity of them,
+                at random, are spared)
+  fail-fast     a queueing server; during the outage an attempt fails at
+                once with UNAVAILABLE and no pushback of its own
+                (-outage-capacity of them are spared)
+  fast-calls    a queueing server that keeps its capacity, and during the
+                "outage" an attacker: one client sending -attack-rate calls a
+                second (0: 6000) that end at once, half failing, half
+                succeeding without work
+  slow-clients  the same, with slow clients opening -attack-rate streams a
+                second (0: 100), each sending nothing for 10s, then its
+                request
+
+The shedder is package shed's, on virtual time: its adaptive limit learns
+the server's latency (served whole, it starts from a steady state on the
+healthy load), it sheds what is beyond the limit and speaks for the
+server's own fast UNAVAILABLE. Retries wait a jittered exponential backoff;
+no attempt starts past a request's -deadline.
 
 Prints per policy: requests, attempts, load amplification (attempts per
 request, overall and during the outage), goodput (successes per second,
-overall and after the outage), success rate and the p50/p99 time to success,
-then a conclusion drawn from those numbers: one line per question (success
-rate, time to success, load during the outage), every policy that did worse
-than no retries, and why. Writes an SVG of the offered load and of the load
-amplification over time, one small chart per policy, to -svg, and with
--html one page holding all of it. The same flags give the same output, byte
-for byte.
+overall and after the outage), the recovery (the time from the outage's
+end until the requests arriving succeed at 90% of their share before it,
+or never), success rate and the p50/p99 time to success, then a conclusion
+drawn from those numbers: one line per question (success rate, time to
+success, load during the outage), every policy that did worse than no
+retries, and why. Writes an SVG of the offered load and of the load
+amplification over time, one small chart per policy, and of the shedder's
+limit, to -svg, and with -html one page holding all of it. The same flags
+give the same output, byte for byte.
 
--fleet prints instead the same outage at fleet scale: 50 clients at 20
-req/s against 10,000 at 0.1, where budgets that learn from their own
-client's failures stop protecting the server. Each row sets -clients,
--rate and -outage-capacity itself, and it draws no chart: -html writes its
-table as a page.
+-fleet prints instead the outage at fleet scale: 50 clients at 20 req/s
+against 10,000 at 0.1, where budgets that learn from their own client's
+failures stop protecting the server, then 10,000 at 0.1 through every
+-shape. Each row sets -clients, -rate, -outage-capacity, -shape and
+-attack-rate itself, and it draws no chart: -html writes its table as a
+page.
 
 -ratelimited prints instead every client policy against a rate-limited API;
 only -seed and -html apply to it.`,
 }
 
 // fleetSets are the flags each row of -fleet sets itself.
-var fleetSets = []string{"clients", "rate", "outage-capacity"}
+var fleetSets = []string{"clients", "rate", "outage-capacity", "shape", "attack-rate"}
 
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := simHelp.newFlagSet()
@@ -110,6 +142,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&c.Adaptive.K, "adaptive-k", c.Adaptive.K, "adaptive throttle: K, requests per accept before rejecting locally (0 for 2)")
 	fs.DurationVar(&c.Adaptive.Window, "adaptive-window", c.Adaptive.Window, "adaptive throttle: window (0 for 2m)")
 	fs.Float64Var(&c.RetryShare, "retry-share", c.RetryShare, "shedder: share of recent attempts it may refuse and still invite retries")
+	shape := fs.String("shape", c.Shape.String(), "what the outage does: refuse, slow, hang, fail-fast, or an attacker: fast-calls, slow-clients (see above)")
+	fs.Float64Var(&c.AttackRate, "attack-rate", 0, "the attacker's calls or streams per second (-shape fast-calls, slow-clients; 0 for 6000 and 100)")
 	fleet := fs.Bool("fleet", false, "print the fleet-scale table instead: 50 x 20 and 10,000 x 0.1 req/s, full outage and 50% brownout, every policy")
 	rateLimited := fs.Bool("ratelimited", false, "print the rate-limited API table instead: a server at 20 req/s, one process and ten sharing it, every client policy")
 	if code, ok := simHelp.parse(fs, args, stdout, stderr); !ok {
@@ -119,6 +153,14 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return simHelp.fail(stderr, "unexpected argument %q", fs.Arg(0))
 	}
 	set := setFlags(fs)
+	sh, err := sim.ParseShape(*shape)
+	if err != nil {
+		return simHelp.fail(stderr, "-shape: unknown shape %q (want one of %v)", *shape, sim.Shapes)
+	}
+	c.Shape = sh
+	if c.AttackRate == 0 {
+		c.AttackRate = sh.DefaultAttackRate()
+	}
 	switch {
 	case *fleet && *rateLimited:
 		return simHelp.fail(stderr, "-fleet and -ratelimited are two different tables: give one")
@@ -219,8 +261,16 @@ func simScenario(r *sim.Report) []string {
 	lines = append(lines, fmt.Sprintf("%d clients × %.6g req/s = %.6g req/s; server %.6g req/s (%d workers × %v)",
 		c.Clients, c.Rate, float64(c.Clients)*c.Rate, c.Capacity, c.Workers(), c.Latency))
 	outage := "no outage; "
-	if c.OutageLength > 0 {
-		outage = fmt.Sprintf("outage from %v to %v at %.6g%% capacity; ", c.OutageStart, c.OutageStart+c.OutageLength, 100*c.OutageCapacity)
+	switch {
+	case c.OutageLength == 0:
+	case c.Shape == sim.FastCalls:
+		outage = fmt.Sprintf("an attacker from %v to %v, %.6g calls/s from one client (%s); ", c.OutageStart, c.OutageStart+c.OutageLength, c.AttackRate, c.Shape.Describe())
+	case c.Shape == sim.SlowClients:
+		outage = fmt.Sprintf("slow clients from %v to %v, %.6g streams/s (%s); ", c.OutageStart, c.OutageStart+c.OutageLength, c.AttackRate, c.Shape.Describe())
+	case c.Shape == sim.Hang || c.Shape == sim.FailFast:
+		outage = fmt.Sprintf("outage from %v to %v sparing %.6g%% of the attempts (%s: %s); ", c.OutageStart, c.OutageStart+c.OutageLength, 100*c.OutageCapacity, c.Shape, c.Shape.Describe())
+	default:
+		outage = fmt.Sprintf("outage from %v to %v at %.6g%% capacity (%s: %s); ", c.OutageStart, c.OutageStart+c.OutageLength, 100*c.OutageCapacity, c.Shape, c.Shape.Describe())
 	}
 	lines = append(lines, outage+fmt.Sprintf("run %v of virtual time; seed %d", c.Duration, c.Seed))
 	deadline := "none"
@@ -239,15 +289,31 @@ func rate(v float64) string              { return fmt.Sprintf("%.1f", v) }
 func share(v float64) string             { return fmt.Sprintf("%.1f%%", 100*v) }
 func simDuration(d time.Duration) string { return d.Round(time.Millisecond).String() }
 
+// recovered formats a result's recovery: its time, or "never".
+func recovered(r sim.Result) string {
+	if !r.Recovered {
+		return "never"
+	}
+	return simDuration(r.Recovery)
+}
+
+// recoveryKey orders recoveries, never last.
+func recoveryKey(r sim.Result) float64 {
+	if !r.Recovered {
+		return math.Inf(1)
+	}
+	return r.Recovery.Seconds()
+}
+
 // simTables returns the results table and the table of failed requests by
 // why retrying stopped, headings first.
 func simTables(r *sim.Report) (results, failed [][]string) {
-	results = [][]string{{"policy", "requests", "attempts", "amp", "amp-outage", "goodput/s", "recovery/s", "success", "p50", "p99"}}
+	results = [][]string{{"policy", "requests", "attempts", "amp", "amp-outage", "goodput/s", "after/s", "recovery", "success", "p50", "p99"}}
 	failed = [][]string{{"policy", "attempts", "budget", "pushback", "deadline"}}
 	for _, res := range r.Results {
 		results = append(results, []string{res.Policy.String(), strconv.Itoa(res.Requests), strconv.Itoa(res.Attempts),
 			amp(res.Amplification), amp(res.OutageAmplification),
-			rate(res.Goodput), rate(res.RecoveryGoodput), share(res.SuccessRate),
+			rate(res.Goodput), rate(res.RecoveryGoodput), recovered(res), share(res.SuccessRate),
 			simDuration(res.P50), simDuration(res.P99)})
 		failed = append(failed, []string{res.Policy.String(), strconv.Itoa(res.Exhausted), strconv.Itoa(res.Throttled), strconv.Itoa(res.PushedBack), strconv.Itoa(res.PastDeadline)})
 	}
@@ -255,7 +321,9 @@ func simTables(r *sim.Report) (results, failed [][]string) {
 }
 
 const simLegend = "amp = attempts per request; amp-outage = attempts sent during the outage per request arriving in it; " +
-	"goodput = successes per second; recovery = the same after the outage; p50/p99 = time to success."
+	"goodput = successes per second; after = the same after the outage; recovery = time from the outage's end until " +
+	"the requests arriving succeed at 90% of their share in the 10s before it (over 1s of arrivals), or never; " +
+	"p50/p99 = time to success."
 
 func printSimReport(w io.Writer, r *sim.Report) {
 	fmt.Fprintf(w, "%s\n\n", strings.Join(simScenario(r), "\n"))
@@ -360,7 +428,17 @@ func simConclusion(r *sim.Report) conclusion {
 	for _, i := range best {
 		most = max(most, res[i].Amplification)
 	}
-	if most < 1.1 && slowest.P99 > 2*w.P99 {
+	switch {
+	case slowest.P99 <= 2*w.P99:
+	case c.Shape != sim.Refuse && slowest.Amplification < 1.1 && slowest.P99 > 5*c.Latency:
+		// Slow without retries: the server held the requests.
+		s := fmt.Sprintf("Without a shedder the server held what it could not serve, in its queue or hanging, up to the requests' deadline: "+
+			"p99 %s for %v against %s for %v", p99(slowest), slowest.Policy, p99(w), w.Policy)
+		if c.OutageLength > 0 && slowest.RecoveryGoodput > w.RecoveryGoodput {
+			s += fmt.Sprintf(", and it finished that work after the outage (%s/s against %s/s)", rate(slowest.RecoveryGoodput), rate(w.RecoveryGoodput))
+		}
+		out.Detail = append(out.Detail, s+".")
+	case most < 1.1:
 		out.Detail = append(out.Detail, fmt.Sprintf("With at most %s attempts per request, nearly all %s successes came on a first attempt, "+
 			"while a request that retries rescue waits out their backoff (p99 %s for %v).",
 			amp(most), map[bool]string{true: "its", false: "their"}[len(best) == 1], p99(slowest), slowest.Policy))
@@ -380,32 +458,37 @@ func simConclusion(r *sim.Report) conclusion {
 				worst = res[i]
 			}
 		}
-		h := fmt.Sprintf("Load during the outage, in attempts per request arriving: of the policies that retry, %v added the least, %s", w.Policy, outage(w))
+		during := "Load during the " + outageWord(c)
+		h := fmt.Sprintf("%s, in attempts per request arriving: of the policies that retry, %v added the least, %s", during, w.Policy, outage(w))
 		if len(least) > 1 {
 			slices.SortStableFunc(least, func(a, b int) int { return cmpFloat(res[a].OutageAmplification, res[b].OutageAmplification) })
 			var each []string
 			for _, i := range least {
 				each = append(each, fmt.Sprintf("%v (%s)", res[i].Policy, outage(res[i])))
 			}
-			h = fmt.Sprintf("Load during the outage, in attempts per request arriving: of the policies that retry, %s added the least, within 0.02x of each other", joinAnd(each))
+			h = fmt.Sprintf("%s, in attempts per request arriving: of the policies that retry, %s added the least, within 0.02x of each other", during, joinAnd(each))
 		}
-		if worst.OutageAmplification-w.OutageAmplification > 0.02 {
+		spread := worst.OutageAmplification-w.OutageAmplification > 0.02
+		switch {
+		case spread && worst.OutageAmplification > 1.1:
 			h += fmt.Sprintf("; %v multiplied the load on the server %s", worst.Policy, outage(worst))
+		case spread:
+			h += fmt.Sprintf("; the most, %s, was %v's", outage(worst), worst.Policy)
 		}
 		out.Headlines = append(out.Headlines, h+".")
-		if w.Throttled > 0 {
+		if w.Throttled > 0 && w.RejectedLocally == 0 {
 			out.Detail = append(out.Detail, fmt.Sprintf("%v's clients refused the retries of %d requests themselves once failures had drained their budgets.", w.Policy, w.Throttled))
 		}
-		if worst.Policy != w.Policy {
+		if spread && worst.OutageAmplification > 1.1 {
 			switch d := worst.SuccessRate - w.SuccessRate; {
 			case d > 0.005:
 				s := fmt.Sprintf("Holding the load down cost %v %.1f points of success rate against %v (%s against %s)",
 					w.Policy, 100*d, worst.Policy, success(w), success(worst))
 				if w.RecoveryGoodput > 0 || worst.RecoveryGoodput > 0 {
-					s += fmt.Sprintf(", and after the outage it completed %s requests/s against %s", rate(w.RecoveryGoodput), rate(worst.RecoveryGoodput))
+					s += fmt.Sprintf(", and after the %s it completed %s requests/s against %s", outageWord(c), rate(w.RecoveryGoodput), rate(worst.RecoveryGoodput))
 				}
 				out.Detail = append(out.Detail, s+".")
-			default:
+			case d <= 0:
 				out.Detail = append(out.Detail, fmt.Sprintf("%v lost nothing for it: %s of its requests succeeded against %s for %v, "+
 					"since retries sent into an outage fail too.", w.Policy, success(w), success(worst), worst.Policy))
 			}
@@ -428,11 +511,14 @@ func simConclusion(r *sim.Report) conclusion {
 			}{
 				{"success", x.SuccessRate, b.SuccessRate, share},
 				{"goodput", x.Goodput, b.Goodput, func(v float64) string { return rate(v) + "/s" }},
-				{"recovery", x.RecoveryGoodput, b.RecoveryGoodput, func(v float64) string { return rate(v) + "/s" }},
+				{"after the outage", x.RecoveryGoodput, b.RecoveryGoodput, func(v float64) string { return rate(v) + "/s" }},
 			} {
 				if m.got < m.base && m.format(m.got) != m.format(m.base) {
 					how = append(how, fmt.Sprintf("%s %s against %s", m.what, m.format(m.got), m.format(m.base)))
 				}
+			}
+			if recoveryKey(x) > recoveryKey(b) && recovered(x) != recovered(b) {
+				how = append(how, fmt.Sprintf("recovery %s against %s", recovered(x), recovered(b)))
 			}
 			if len(how) == 0 {
 				continue
@@ -458,7 +544,20 @@ func simConclusion(r *sim.Report) conclusion {
 // policy, on one scale, so that lines close together do not hide each
 // other.
 func simCharts(r *sim.Report) []svgplot.Figure {
-	return []svgplot.Figure{offeredGrid(r), ampGrid(r)}
+	figs := []svgplot.Figure{offeredGrid(r), ampGrid(r)}
+	if g := limitGrid(r); g != nil {
+		figs = append(figs, g)
+	}
+	return figs
+}
+
+// outageWord names the shaded span of the charts: the outage, or the
+// attack.
+func outageWord(c sim.Config) string {
+	if c.Shape == sim.FastCalls || c.Shape == sim.SlowClients {
+		return "attack"
+	}
+	return "outage"
 }
 
 // Small multiples: the panel size, and the greys of the reference lines
@@ -549,7 +648,11 @@ func baseline(r *sim.Report) (sim.Result, bool) {
 func offeredGrid(r *sim.Report) *svgplot.Grid {
 	c := r.Config
 	base, hasBase := baseline(r)
+	// What the server can complete: the attackers leave it all of it.
 	full, down := c.Capacity, c.Capacity*c.OutageCapacity
+	if outageWord(c) == "attack" {
+		down = full
+	}
 	capacity := []svgplot.Point{{X: 0, Y: full}}
 	if c.OutageLength > 0 {
 		start, end := c.OutageStart.Seconds(), (c.OutageStart + c.OutageLength).Seconds()
@@ -568,11 +671,11 @@ func offeredGrid(r *sim.Report) *svgplot.Grid {
 	title := fmt.Sprintf("Offered load: %d clients at %.6g req/s each, %.6g req/s in all; server %.6g req/s",
 		c.Clients, c.Rate, float64(c.Clients)*c.Rate, c.Capacity)
 	if c.OutageLength > 0 {
-		title += fmt.Sprintf(", %v outage", c.OutageLength)
+		title += fmt.Sprintf(", %v %s (%s)", c.OutageLength, outageWord(c), c.Shape)
 	}
 	return &svgplot.Grid{
 		Title:   title,
-		Note:    fmt.Sprintf("Each panel: one policy (dark) against no retries (grey) and the server's capacity (dashed), on one scale; %v intervals; the outage shaded.", r.Interval),
+		Note:    fmt.Sprintf("Each panel: one policy (dark) against no retries (grey) and the server's capacity (dashed), on one scale; %v intervals; the %s shaded.", r.Interval, outageWord(c)),
 		Columns: panelColumns,
 		Charts:  charts,
 	}
@@ -595,7 +698,57 @@ func ampGrid(r *sim.Report) *svgplot.Grid {
 	}
 	return &svgplot.Grid{
 		Title:   "Load amplification over time: attempts sent per request arriving",
-		Note:    fmt.Sprintf("Each panel: one policy (dark) against no retries (grey), on one scale; %v intervals; the outage shaded.", r.Interval),
+		Note:    fmt.Sprintf("Each panel: one policy (dark) against no retries (grey), on one scale; %v intervals; the %s shaded.", r.Interval, outageWord(r.Config)),
+		Columns: panelColumns,
+		Charts:  charts,
+	}
+}
+
+// limitGrid draws the concurrency limit of each policy's shedder over
+// time, against the workers serving (dashed), with the outage shaded; nil
+// when no policy sheds.
+func limitGrid(r *sim.Report) *svgplot.Grid {
+	c := r.Config
+	iv := r.Interval.Seconds()
+	workers := float64(c.Workers())
+	serving := []svgplot.Point{{X: 0, Y: workers}}
+	if c.OutageLength > 0 && (c.Shape == sim.Refuse || c.Shape == sim.Slow) {
+		start, end, down := c.OutageStart.Seconds(), (c.OutageStart + c.OutageLength).Seconds(), math.Floor(workers*c.OutageCapacity)
+		serving = append(serving, svgplot.Point{X: start, Y: workers}, svgplot.Point{X: start, Y: down},
+			svgplot.Point{X: end, Y: down}, svgplot.Point{X: end, Y: workers})
+	}
+	serving = append(serving, svgplot.Point{X: c.Duration.Seconds(), Y: workers})
+	var charts []*svgplot.Chart
+	top := workers
+	for _, res := range r.Results {
+		if res.Limit == nil {
+			continue
+		}
+		var pts []svgplot.Point
+		for i, v := range res.Limit {
+			pts = append(pts, svgplot.Point{X: float64(i+1) * iv, Y: v})
+			top = max(top, v)
+		}
+		ch := &svgplot.Chart{
+			Title: fmt.Sprintf("%v: the shedder's limit", res.Policy), XLabel: "virtual time (s)", YLabel: "requests in flight",
+			Width: panelWidth, Height: panelHeight,
+			Series: []svgplot.Series{{Points: serving, Color: "#000000", Dashed: true}, {Points: pts, Color: policyColor, Steps: true}},
+		}
+		if c.OutageLength > 0 {
+			start := c.OutageStart.Seconds()
+			ch.Bands = []svgplot.Band{{From: start, To: start + c.OutageLength.Seconds()}}
+		}
+		charts = append(charts, ch)
+	}
+	if charts == nil {
+		return nil
+	}
+	for _, ch := range charts {
+		ch.YMax = top
+	}
+	return &svgplot.Grid{
+		Title:   "The shedder's concurrency limit over time (package shed's limiter on virtual time)",
+		Note:    fmt.Sprintf("Each panel: the limit at the end of each %v (dark) against the server's workers serving (dashed); the %s shaded.", r.Interval, outageWord(c)),
 		Columns: panelColumns,
 		Charts:  charts,
 	}

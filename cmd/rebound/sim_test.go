@@ -47,12 +47,13 @@ func tinyArgs(svg string, extra ...string) []string {
 
 // simRow is one line of sim's table.
 type simRow struct {
-	requests, attempts         int
-	amp, ampOutage             float64
-	goodput, recovery, success float64
+	requests, attempts      int
+	amp, ampOutage          float64
+	goodput, after, success float64
+	recovery                string
 }
 
-var simRowRE = regexp.MustCompile(`(?m)^(no-retries|naive|a6-throttle|token-bucket) +(\d+) +(\d+) +([\d.]+)x +([\d.]+)x +([\d.]+) +([\d.]+) +([\d.]+)% +\S+ +\S+$`)
+var simRowRE = regexp.MustCompile(`(?m)^(no-retries|naive|a6-throttle|token-bucket) +(\d+) +(\d+) +([\d.]+)x +([\d.]+)x +([\d.]+) +([\d.]+) +(\S+) +([\d.]+)% +\S+ +\S+$`)
 
 func parseSimTable(t *testing.T, out string) map[string]simRow {
 	t.Helper()
@@ -72,7 +73,7 @@ func parseSimTable(t *testing.T, out string) map[string]simRow {
 		}
 		r.requests, r.attempts = atoi(m[2]), atoi(m[3])
 		r.amp, r.ampOutage = atof(m[4]), atof(m[5])
-		r.goodput, r.recovery, r.success = atof(m[6]), atof(m[7]), atof(m[8])
+		r.goodput, r.after, r.recovery, r.success = atof(m[6]), atof(m[7]), m[8], atof(m[9])
 		if err != nil {
 			t.Fatalf("row %q: %v", m[0], err)
 		}
@@ -168,7 +169,8 @@ func TestSim(t *testing.T) {
 	text := parseSVG(t, svg)
 	for _, want := range []string{"Offered load: 5 clients at 50 req/s each, 250 req/s in all; server 350 req/s, 10s outage",
 		"no-retries: 1.00x in the outage", "naive: ", "a6-throttle: ", "concurrency-budget: ", "virtual time (s)",
-		"Load amplification over time", "1x", "no retries (grey)", "capacity (dashed)"} {
+		"Load amplification over time", "1x", "no retries (grey)", "capacity (dashed)",
+		"The shedder's concurrency limit over time", "shed: the shedder's limit", "workers serving (dashed)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("chart lacks %q", want)
 		}
@@ -177,11 +179,12 @@ func TestSim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Small multiples: a panel per policy in each of the two figures,
-	// each with the policy's line over no retries' and, for the offered
-	// load, the server's dashed capacity.
-	if n := bytes.Count(doc, []byte("<title>")); n != 2+2*len(sim.Policies) {
-		t.Errorf("%d titles, want 2 figures of %d panels", n, len(sim.Policies))
+	// Small multiples: a panel per policy in each of the first two
+	// figures, each with the policy's line over no retries' and, for the
+	// offered load, the server's dashed capacity; and a panel per policy
+	// that sheds in the third, the shedder's limit.
+	if n := bytes.Count(doc, []byte("<title>")); n != 3+2*len(sim.Policies)+2 {
+		t.Errorf("%d titles, want 2 figures of %d panels and one of 2", n, len(sim.Policies))
 	}
 	if err := svgcheck.Portable(doc); err != nil {
 		t.Error(err)
@@ -215,9 +218,9 @@ func checkConclusionAgrees(t *testing.T, out string) {
 	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
 		switch {
-		case len(f) == 10 && f[0] == "policy":
+		case len(f) == 11 && f[0] == "policy":
 			head = f
-		case len(f) == 10 && head != nil && table[f[0]] == nil:
+		case len(f) == 11 && head != nil && table[f[0]] == nil && slices.ContainsFunc(sim.Policies[:], func(p sim.Policy) bool { return p.String() == f[0] }):
 			table[f[0]] = f
 		}
 	}
@@ -231,8 +234,8 @@ func checkConclusionAgrees(t *testing.T, out string) {
 	j := strings.Index(out[i:], "\n\n")
 	headlines := strings.Join(strings.Fields(out[i:i+j]), " ")
 	// "policy (1.01x)" in the outage line; "policy (success 52.4% against
-	// 66.6%, goodput 523.2/s against 664.3/s, recovery ...)" in the worse
-	// line.
+	// 66.6%, goodput 523.2/s against 664.3/s, after the outage ...,
+	// recovery never against 0s)" in the worse line.
 	found := 0
 	for _, m := range regexp.MustCompile(`([a-z0-9+-]+) \(([\d.]+x)\)`).FindAllStringSubmatch(headlines, -1) {
 		found++
@@ -240,11 +243,11 @@ func checkConclusionAgrees(t *testing.T, out string) {
 			t.Errorf("the conclusion gives %s %s in the outage, the table %s", m[1], m[2], got)
 		}
 	}
-	for _, m := range regexp.MustCompile(`([a-z0-9+-]+) \(success ([\d.]+%) against ([\d.]+%)(?:, goodput ([\d.]+)/s against ([\d.]+)/s)?(?:, recovery ([\d.]+)/s against ([\d.]+)/s)?\)`).FindAllStringSubmatch(headlines, -1) {
+	for _, m := range regexp.MustCompile(`([a-z0-9+-]+) \((?:success ([\d.]+%) against ([\d.]+%))?(?:, )?(?:goodput ([\d.]+)/s against ([\d.]+)/s)?(?:, )?(?:after the outage ([\d.]+)/s against ([\d.]+)/s)?(?:, )?(?:recovery (\S+) against ([^)\s]+))?\)`).FindAllStringSubmatch(headlines, -1) {
 		found++
 		for _, c := range []struct{ got, column, policy string }{
 			{m[2], "success", m[1]}, {m[3], "success", "no-retries"}, {m[4], "goodput/s", m[1]}, {m[5], "goodput/s", "no-retries"},
-			{m[6], "recovery/s", m[1]}, {m[7], "recovery/s", "no-retries"},
+			{m[6], "after/s", m[1]}, {m[7], "after/s", "no-retries"}, {m[8], "recovery", m[1]}, {m[9], "recovery", "no-retries"},
 		} {
 			if c.got != "" && cell(c.policy, c.column) != c.got {
 				t.Errorf("the conclusion gives %s %s %s, the table %s", c.policy, c.column, c.got, cell(c.policy, c.column))
@@ -265,13 +268,13 @@ func TestSimHTML(t *testing.T) {
 	if !strings.Contains(out, "wrote the report (tables, charts, policies, conclusion) to "+page) {
 		t.Errorf("output does not name the report:\n%s", out)
 	}
-	checkReport(t, page, 3, "policy", 9, 2, "Conclusion", "Results", "Configuration", "naive retries: up to 5 attempts, no budget", "Load during the outage", "Failed requests by why retrying stopped")
+	checkReport(t, page, 3, "policy", 9, 3, "Conclusion", "Results", "Configuration", "naive retries: up to 5 attempts, no budget", "Load during the outage", "Failed requests by why retrying stopped")
 }
 
 // simResult is a synthetic result: requests that arrived, the share that
 // succeeded, attempts per request overall and in the outage, and p99.
 func simResult(p sim.Policy, success, amp, ampOutage float64, p99 time.Duration) sim.Result {
-	r := sim.Result{Policy: p, Requests: 10000, SuccessRate: success, Amplification: amp, OutageAmplification: ampOutage, P99: p99}
+	r := sim.Result{Policy: p, Requests: 10000, SuccessRate: success, Amplification: amp, OutageAmplification: ampOutage, P99: p99, Recovered: true}
 	r.Succeeded = int(math.Round(success * 10000))
 	r.Attempts = int(math.Round(amp * 10000))
 	r.Exhausted = r.Requests - r.Succeeded
@@ -312,7 +315,7 @@ func TestSimConclusion(t *testing.T) {
 		"p99 time to success: no-retries (100ms), a6-throttle (100ms) and token-bucket (102ms) tied within 5%.",
 		"Load during the outage, in attempts per request arriving: of the policies that retry, a6-throttle added the least, 1.01x; "+
 			"naive multiplied the load on the server 4.45x.",
-		"Worse than no retries: a6-throttle (recovery 990.0/s against 990.7/s).",
+		"Worse than no retries: a6-throttle (after the outage 990.0/s against 990.7/s).",
 	)
 	detail := strings.Join(got.Detail, " ")
 	for _, want := range []string{
@@ -335,14 +338,15 @@ func TestSimConclusion(t *testing.T) {
 	r.Results[3].Goodput, r.Results[3].RecoveryGoodput = 665, 993
 	adaptive := simResult(sim.Adaptive, 0.524, 1.33, 2.42, 655*time.Millisecond)
 	adaptive.Goodput, adaptive.RecoveryGoodput, adaptive.RejectedLocally = 523.2, 569, 33446
+	adaptive.Recovered = false
 	r.Results = append(r.Results, adaptive)
 	got = simConclusion(r)
 	wantLines(t, strings.Join(got.Headlines, "\n")+"\n",
 		"p99 time to success: no-retries (100ms), a6-throttle (100ms) and token-bucket (102ms) tied within 5%.",
 		"Load during the outage, in attempts per request arriving: of the policies that retry, token-bucket (1.00x) and a6-throttle (1.01x) "+
 			"added the least, within 0.02x of each other; naive multiplied the load on the server 4.45x.",
-		"Worse than no retries: a6-throttle (recovery 990.0/s against 990.7/s) and "+
-			"adaptive (success 52.4% against 66.6%, goodput 523.2/s against 664.3/s, recovery 569.0/s against 990.7/s).",
+		"Worse than no retries: a6-throttle (after the outage 990.0/s against 990.7/s) and "+
+			"adaptive (success 52.4% against 66.6%, goodput 523.2/s against 664.3/s, after the outage 569.0/s against 990.7/s, recovery never against 0s).",
 	)
 	if detail := strings.Join(got.Detail, " "); !strings.Contains(detail, "adaptive: the clients' adaptive throttles kept 33446 attempts home") {
 		t.Errorf("the conclusion does not say why adaptive did worse:\n%s", detail)
@@ -452,6 +456,10 @@ func TestSimRejectsBadFlags(t *testing.T) {
 		{[]string{"-retry-cost", "0"}, "-retry-cost must be"},
 		{[]string{"-refund", "-1"}, "-refund must be"},
 		{[]string{"-seed", "-1"}, "-seed"},
+		{[]string{"-shape", "down"}, `-shape: unknown shape "down"`},
+		{[]string{"-attack-rate", "5"}, "-attack-rate applies only to the attackers' shapes"},
+		{[]string{"-shape", "fast-calls", "-attack-rate", "-1"}, "-attack-rate must be in (0, 100000]"},
+		{[]string{"-shape", "slow-clients", "-outage-capacity", "0.5"}, "-outage-capacity must be 0 for the attacker"},
 		{[]string{"-nope"}, "-nope"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
@@ -502,6 +510,9 @@ func TestSimFlagsThatDoNotApply(t *testing.T) {
 		{[]string{"-fleet", "-clients", "5"}, "-clients"},
 		{[]string{"-fleet", "-rate", "5"}, "-rate"},
 		{[]string{"-fleet", "-outage-capacity", "0.5"}, "-outage-capacity"},
+		{[]string{"-fleet", "-shape", "hang"}, "-shape"},
+		{[]string{"-fleet", "-attack-rate", "5"}, "-attack-rate"},
+		{[]string{"-ratelimited", "-shape", "hang"}, "-shape"},
 	} {
 		out, stderr, code := runCLI(t, append([]string{"sim"}, tc.args...)...)
 		if code != 2 || out != "" || !strings.Contains(stderr, tc.flag+" ") {

@@ -2,7 +2,9 @@ package sim
 
 import (
 	"context"
+	"slices"
 	"testing"
+	"time"
 )
 
 // The fleet-scale table: per-client budgets lose their grip when each
@@ -14,6 +16,9 @@ func TestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	few, many, brown := reports[0].Results, reports[1].Results, reports[2].Results
+	if len(reports) != len(FleetScenarios) || reports[3].Config.Shape != Slow || reports[7].Config.Shape != SlowClients {
+		t.Fatalf("%d reports, want the %d rows in order", len(reports), len(FleetScenarios))
+	}
 	for _, r := range reports {
 		checkInvariants(t, r)
 	}
@@ -58,5 +63,54 @@ func TestFleet(t *testing.T) {
 	// as fast as a busy one: within 10% across a 200-fold change in rate.
 	if a, b := few[Adaptive].OutageAmplification, many[Adaptive].OutageAmplification; b > 1.1*a || a > 1.1*b || b >= many[Naive].OutageAmplification {
 		t.Errorf("adaptive: %.2fx with 50 clients, %.2fx with 10,000 (naive %.2fx)", a, b, many[Naive].OutageAmplification)
+	}
+	// Issue 29's outage shapes, against a server that queues: the
+	// shedder holds the load within 1.1x and the requests arriving
+	// succeed as often as before within 2s of the outage's end. Without
+	// it, retries multiply the load when half the requests fail fast.
+	for _, r := range reports[3:6] {
+		res := r.Results
+		name := r.Config.Shape
+		for _, p := range []Policy{Shed, ShedAdaptive} {
+			if a := res[p].OutageAmplification; a > 1.1 {
+				t.Errorf("%v, %v: %.2fx in the outage, want at most 1.1x", name, p, a)
+			}
+		}
+		if d := res[Shed].Recovery; !res[Shed].Recovered || d > 2*time.Second {
+			t.Errorf("%v, shed: recovery %v (recovered %v), want within 2s", name, d, res[Shed].Recovered)
+		}
+		// The shedder keeps the time to success near the work's: the
+		// queue without it reaches toward the deadline.
+		if p99 := res[Shed].P99; p99 > 5*r.Config.Latency || res[NoRetries].P99 < 2*p99 && name != FailFast {
+			t.Errorf("%v: p99 %v with the shedder, %v without", name, p99, res[NoRetries].P99)
+		}
+	}
+	if a := reports[5].Results[Naive].OutageAmplification; a < 1.5 {
+		t.Errorf("half the requests failing fast: naive %.2fx, want the retries to multiply the load", a)
+	}
+	// The shedder learns the server's capacity: its limit, about twice
+	// what 1000 req/s keep in flight before the outage, falls near the
+	// workers left when half go.
+	slow := reports[3]
+	limit, iv := slow.Results[Shed].Limit, slow.Interval
+	c := slow.Config
+	before := limit[c.OutageStart/iv-1]
+	during := slices.Clone(limit[c.OutageStart/iv : (c.OutageStart+c.OutageLength)/iv])
+	slices.Sort(during)
+	workers := float64(c.Workers())
+	if median := during[len(during)/2]; before < workers || median > workers {
+		t.Errorf("capacity halved: limit %v before the outage, a median of %v in it; %v workers when healthy", before, median, workers)
+	}
+	// Issue 29's attackers: beside the honest clients, one client's fast
+	// calls or slow clients' streams cost the honest clients nothing
+	// with the shedder, as without it: none of their attempts is shed.
+	for _, r := range reports[6:] {
+		res := r.Results
+		for _, p := range []Policy{Shed, ShedAdaptive} {
+			if res[p].Shed != 0 || res[p].Goodput < res[NoRetries].Goodput*0.99 {
+				t.Errorf("%v, %v: %d honest attempts shed, goodput %.1f/s against %.1f/s without a shedder",
+					r.Config.Shape, p, res[p].Shed, res[p].Goodput, res[NoRetries].Goodput)
+			}
+		}
 	}
 }

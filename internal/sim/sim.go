@@ -13,13 +13,20 @@
 //     [0, Config.Duration). Every policy sees the same arrivals.
 //   - Server: [Config.Capacity] × [Config.Latency] workers (rounded), so it
 //     completes up to Capacity attempts per second. An attempt that finds a
-//     worker free holds it for Latency and succeeds. One that finds none is
-//     refused at once, as a load-shedding server answers UNAVAILABLE; the
-//     refusal reaches the client 1ms later and is retryable. There is no
-//     queue, so load beyond capacity is refused, never delayed.
-//   - Outage: during [OutageStart, OutageStart+OutageLength) only
-//     [Config.OutageCapacity] of the workers serve (0 means none: every
-//     attempt fails). Attempts already being served finish normally.
+//     worker free holds it for Latency and succeeds. What happens to one
+//     that finds none depends on [Config.Shape]: in the default, Refuse,
+//     it is refused at once, as a server whose handler fails fast answers
+//     UNAVAILABLE (there is no queue, so load beyond capacity is refused,
+//     never delayed); in every other shape it queues, first come first
+//     served, and is dropped when its request's deadline passes, as a
+//     handler that watches its context drops the request of a client that
+//     has gone. A refusal reaches the client 1ms later and is retryable.
+//   - Outage: during [OutageStart, OutageStart+OutageLength) the shape
+//     acts: only [Config.OutageCapacity] of the workers serve (Refuse and
+//     Slow; 0 means none); attempts hang until it ends (Hang) or fail at
+//     once (FailFast), sparing OutageCapacity of them; or an attacker
+//     calls beside the clients (FastCalls, SlowClients). Attempts already
+//     being served finish normally.
 //   - Clients retry through a [rebound.Strategy] of their own, as a process
 //     does, so each has its own budget (A6 throttles per server name per
 //     client process). A retry waits the delay its token gives, which the
@@ -36,20 +43,28 @@
 // budgets of service meshes, a per-client [rebound.RatioBudget] (Finagle,
 // Linkerd) or [rebound.ConcurrencyBudget] (Envoy).
 //
-// With the shedder, a refused attempt carries the pushback of package
-// shed's rule (shared with it through internal/shedrule): a delay, or
-// "don't retry" once more than [Config.RetryShare] of the last second's
-// attempts were refused. The model gives the shedder the limit its
-// adaptive limiter converges to, the number of workers serving, rather
-// than simulating the latency the limiter learns it from. A full outage is
-// then a server that still answers, as one whose database is down does; a
-// server whose process is gone gives no pushback, and only the client-side
-// policies remain.
+// The shedder is package shed's own limiter (internal/shedrule) on virtual
+// time, with shed.DefaultConfig and [Config.RetryShare]: it admits an
+// attempt while the attempts in flight are below its limit, and learns
+// the limit from the latency of those served whole, which grows once a
+// queueing server's workers are all busy; it sheds the others with its
+// pushback, a delay or "don't retry" once more than RetryShare of the last
+// second's attempts were shed or refused; it speaks, by the same rule, for
+// the server's own refusals (no worker free in Refuse, FailFast); an
+// attempt that fails or is dropped teaches it nothing, and a slow client's
+// wait holds no slot. It starts warm: before time 0 it has served the
+// healthy load for 20s, so that a run begins from its steady state. Each
+// client's requests come from a peer of its own, the attacker's from one
+// more. A full outage is then a server that still answers, as one whose
+// database is down does; a server whose process is gone gives no pushback,
+// and only the client-side policies remain.
 //
 // Load amplification is attempts sent per new request; during the outage it
 // is the attempts sent within the window per request that arrived in it.
 // Goodput is requests that succeeded per second of virtual time, counted
-// when their successful attempt completes.
+// when their successful attempt completes. Recovery (see
+// [Result.Recovery]) is the time after the outage until the requests
+// arriving succeed again at 90% of their share before it.
 //
 // In the default scenario the model reproduces the claim of the SRE book's
 // "Handling Overload" chapter: per-request retry limits alone multiply the
@@ -108,8 +123,17 @@ type Config struct {
 	// OutageLength is how long it lasts, >= 0, ending by Duration.
 	OutageLength time.Duration
 	// OutageCapacity is the fraction of workers that serve during the
-	// outage, in [0, 1].
+	// outage (shapes Refuse and Slow), or of the attempts it spares
+	// (Hang and FailFast), in [0, 1]; the attackers' shapes leave the
+	// server its capacity and need 0.
 	OutageCapacity float64
+	// Shape is what the outage does; the zero value is Refuse, a server
+	// that refuses what its workers cannot take. See [Shape].
+	Shape Shape
+	// AttackRate is, for the attackers' shapes, the attacker's calls
+	// (FastCalls) or streams (SlowClients) per second, in (0, 1e5]; 0
+	// otherwise.
+	AttackRate float64
 	// Seed selects the arrivals and the jitter.
 	Seed uint64
 	// MaxAttempts is the limit of attempts per request, the first
@@ -212,6 +236,16 @@ func (c Config) Validate() error {
 		return fieldErr("OutageLength", "must end by the end of the run: %v + %v > %v", c.OutageStart, c.OutageLength, c.Duration)
 	case !(c.OutageCapacity >= 0 && c.OutageCapacity <= 1):
 		return fieldErr("OutageCapacity", "must be in [0, 1], got %v", c.OutageCapacity)
+	case c.Shape < Refuse || c.Shape > SlowClients:
+		return fieldErr("Shape", "must be one of %v, got %v", Shapes, c.Shape)
+	case c.Shape.attacks() && c.OutageCapacity != 0:
+		return fieldErr("OutageCapacity", "must be 0 for the attacker of shape %v: the server keeps its capacity, got %v", c.Shape, c.OutageCapacity)
+	case c.Shape.attacks() && !(c.AttackRate > 0 && c.AttackRate <= 1e5):
+		return fieldErr("AttackRate", "must be in (0, 100000] for shape %v, got %v", c.Shape, c.AttackRate)
+	case !c.Shape.attacks() && c.AttackRate != 0:
+		return fieldErr("AttackRate", "applies only to the attackers' shapes (%v, %v), got %v with %v", FastCalls, SlowClients, c.AttackRate, c.Shape)
+	case c.AttackRate*c.OutageLength.Seconds() > MaxRequests:
+		return fieldErr("AttackRate", "is too high: %v/s × %v = %.3g attacker requests, more than %d", c.AttackRate, c.OutageLength, c.AttackRate*c.OutageLength.Seconds(), MaxRequests)
 	case c.MaxAttempts < 1 || c.MaxAttempts > MaxAttempts:
 		return fieldErr("MaxAttempts", "must be in [1, %d], got %d", MaxAttempts, c.MaxAttempts)
 	case c.Backoff.Initial <= 0 || c.Backoff.Initial > time.Hour:
@@ -282,9 +316,10 @@ const (
 	// client's own [rebound.AdaptiveThrottle], which every attempt asks,
 	// the first included.
 	Adaptive
-	// Shed puts the server's shedder (package shed) in front: a refused
-	// attempt carries its pushback, a delay or "don't retry". Clients run
-	// A6's retryPolicy without a budget, and obey the pushback.
+	// Shed puts the server's shedder (package shed's limiter) in front:
+	// an attempt it sheds, or one the server refuses at once, carries its
+	// pushback, a delay or "don't retry". Clients run A6's retryPolicy
+	// without a budget, and obey the pushback.
 	Shed
 	// ShedAdaptive is Shed with each client's adaptive throttle too.
 	ShedAdaptive
@@ -342,7 +377,7 @@ func (p Policy) Describe(c Config) string {
 		return fmt.Sprintf("adaptive throttle per client (SRE book): K %v, window %v, every attempt; up to %d attempts, no budget",
 			adaptiveK(c), adaptiveWindow(c), c.MaxAttempts)
 	case Shed:
-		return fmt.Sprintf("server sheds with pushback (package shed): retries invited while at most %v of the last second was shed, else \"don't retry\"; clients: up to %d attempts, no budget",
+		return fmt.Sprintf("server sheds above a limit it learns from latency, with pushback (package shed): retries invited while at most %v of the last second was shed or refused, else \"don't retry\"; clients: up to %d attempts, no budget",
 			c.RetryShare, c.MaxAttempts)
 	case ShedAdaptive:
 		return fmt.Sprintf("server sheds with pushback, and each client has an adaptive throttle (K %v, window %v)", adaptiveK(c), adaptiveWindow(c))
@@ -392,6 +427,73 @@ type Result struct {
 	// Offered is the attempts per second sent in each interval of
 	// [Report.Interval], from time 0 to Duration.
 	Offered []float64
+	// Shed counts the attempts the shedder rejected before they started;
+	// Refused those the server's handler failed at once with UNAVAILABLE
+	// (Refuse with no worker free, FailFast), which a shedder speaks for.
+	Shed, Refused int
+	// Recovery is the time from the outage's end until the requests
+	// arriving succeed about as often as before it: until the share of
+	// those arriving in a [RecoveryWindow] that succeed, whenever they
+	// do, is back to 90% of the share of those that arrived in the 10s
+	// before the outage (of all, when none did), in steps of 10ms.
+	// Recovered is false when that never happens before the run ends.
+	// The clients' load is the same throughout, so this is the goodput of
+	// new requests back to 90% of what it was. Without an outage,
+	// Recovery is 0 and Recovered true.
+	Recovery  time.Duration
+	Recovered bool
+	// Limit is the shedder's concurrency limit at the end of each
+	// interval of [Report.Interval]; nil for a policy without one.
+	Limit []float64
+}
+
+// RecoveryWindow is the span of arrivals over which [Result.Recovery]
+// measures the share that succeed.
+const RecoveryWindow = time.Second
+
+// preOutage is how far before the outage Recovery's yardstick reaches.
+const preOutage = 10 * time.Second
+
+// recoveryStep is the step of Recovery: 10ms, or a 20,000th of a long
+// run.
+func recoveryStep(c Config) time.Duration { return max(10*time.Millisecond, c.Duration/20000) }
+
+func recoverySteps(c Config) int {
+	st := recoveryStep(c)
+	return int((c.Duration + st - 1) / st)
+}
+
+func recoveryStepOf(c Config, at time.Duration) int { return int(at / recoveryStep(c)) }
+
+// recovery computes Result.Recovery from the arrivals and the successes
+// of each step, counted by arrival.
+func recovery(c Config, arr []arrival, succeeded []int32) (time.Duration, bool) {
+	if c.OutageLength == 0 {
+		return 0, true
+	}
+	step := recoveryStep(c)
+	n := len(succeeded)
+	arrived, ok := make([]int64, n+1), make([]int64, n+1) // prefix sums
+	for _, a := range arr {
+		arrived[recoveryStepOf(c, a.at)+1]++
+	}
+	for i := range n {
+		arrived[i+1] += arrived[i]
+		ok[i+1] = ok[i] + int64(succeeded[i])
+	}
+	want := 0.9
+	from, to := recoveryStepOf(c, max(0, c.OutageStart-preOutage)), recoveryStepOf(c, c.OutageStart)
+	if a := arrived[to] - arrived[from]; a > 0 {
+		want = 0.9 * float64(ok[to]-ok[from]) / float64(a)
+	}
+	end := c.OutageStart + c.OutageLength
+	w := max(1, int(RecoveryWindow/step))
+	for i := int((end + step - 1) / step); i+w <= n; i++ {
+		if a := arrived[i+w] - arrived[i]; a > 0 && float64(ok[i+w]-ok[i]) >= want*float64(a) {
+			return time.Duration(i)*step - end, true
+		}
+	}
+	return 0, false
 }
 
 // Report is the outcome of [Run].

@@ -95,8 +95,33 @@ func checkInvariants(t *testing.T, r *Report) {
 	if (noRetries.Requests > 0 && noRetries.Amplification != 1) || (noRetries.OutageRequests > 0 && noRetries.OutageAmplification != 1) {
 		t.Errorf("no retries: amplification %v (%v in the outage), want exactly 1", noRetries.Amplification, noRetries.OutageAmplification)
 	}
-	if noRetries.Throttled+noRetries.PastDeadline != 0 {
+	// Without retries, a request ends at its deadline only when a queue
+	// or a hang holds its attempt past it.
+	if noRetries.Throttled != 0 || noRetries.PastDeadline != 0 && !c.Shape.queues() {
 		t.Errorf("no retries: %+v", noRetries)
+	}
+	for _, res := range r.Results {
+		if res.Recovery < 0 || res.Recovery > c.Duration || !res.Recovered && res.Recovery != 0 {
+			t.Errorf("%v: recovery %v (%v)", res.Policy, res.Recovery, res.Recovered)
+		}
+		if !res.Policy.sheds() {
+			if res.Shed != 0 || res.Limit != nil {
+				t.Errorf("%v: %d shed, limit %v, without a shedder", res.Policy, res.Shed, res.Limit)
+			}
+			continue
+		}
+		if len(res.Limit) != len(res.Offered) {
+			t.Errorf("%v: %d limits, %d intervals", res.Policy, len(res.Limit), len(res.Offered))
+		}
+		for _, l := range res.Limit {
+			if l < 1 || l > 1000 {
+				t.Errorf("%v: limit %v", res.Policy, l)
+				break
+			}
+		}
+		if res.Shed+res.Refused < res.PushedBack {
+			t.Errorf("%v: %d told to stop, %d shed and %d refused", res.Policy, res.PushedBack, res.Shed, res.Refused)
+		}
 	}
 	if n := r.Results[Naive]; n.Throttled != 0 {
 		t.Errorf("naive retries were refused by a budget %d times", n.Throttled)
@@ -293,6 +318,14 @@ func TestValidate(t *testing.T) {
 		{"Adaptive.Window", func(c *Config) { c.Adaptive.Window = time.Millisecond }},
 		{"RetryShare", func(c *Config) { c.RetryShare = 1 }},
 		{"RetryShare", func(c *Config) { c.RetryShare = math.NaN() }},
+		{"Shape", func(c *Config) { c.Shape = SlowClients + 1 }},
+		{"Shape", func(c *Config) { c.Shape = -1 }},
+		{"OutageCapacity", func(c *Config) { c.Shape, c.AttackRate, c.OutageCapacity = FastCalls, 10, 0.5 }},
+		{"AttackRate", func(c *Config) { c.Shape = FastCalls }},
+		{"AttackRate", func(c *Config) { c.Shape, c.AttackRate = SlowClients, math.NaN() }},
+		{"AttackRate", func(c *Config) { c.Shape, c.AttackRate = SlowClients, 1e6 }},
+		{"AttackRate", func(c *Config) { c.Shape, c.AttackRate = Hang, 10 }},
+		{"AttackRate", func(c *Config) { c.Shape, c.AttackRate, c.OutageLength = FastCalls, 1e5, 30*time.Second }}, // 3e6 requests
 	} {
 		c := DefaultConfig
 		tc.edit(&c)
@@ -399,6 +432,21 @@ func TestPolicyNames(t *testing.T) {
 	}
 	if _, err := strategy(DefaultConfig, Policy(9), nil); err == nil {
 		t.Error("unknown policy built a strategy")
+	}
+}
+
+func TestShapeNames(t *testing.T) {
+	for _, s := range Shapes {
+		got, err := ParseShape(s.String())
+		if err != nil || got != s || s.Describe() == "" || s.Describe() == s.String() {
+			t.Errorf("%v: parsed %v, %v; described %q", s, got, err, s.Describe())
+		}
+	}
+	if _, err := ParseShape("down"); err == nil {
+		t.Error("an unknown shape parsed")
+	}
+	if got := Shape(9).String(); got != "Shape(9)" || Shape(9).Describe() != got {
+		t.Errorf("String() = %q", got)
 	}
 }
 
