@@ -22,7 +22,6 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/grpcretry"
 	"github.com/rebound-go/rebound/internal/chaos"
-	"github.com/rebound-go/rebound/internal/fleetdemo"
 	"github.com/rebound-go/rebound/internal/svgplot"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
@@ -62,17 +61,21 @@ where their attempts arrive bunched together.
 -trace writes the spans of one retried and one hedged call and prints them
 as trees.
 
--fleet runs another scenario instead: hundreds of gRPC clients, each with
-its own adaptive throttle, against one server that sheds load (package
-shed). Only -fleet-clients, -fleet-rounds, -fleet-limit, -seed, -svg and
--html apply to it.`,
+-fleet runs another scenario instead, on loopback: -fleet-clients client
+processes, each with its own retrying client (5 attempts), offering 75% of
+a server's capacity through a 1.5s outage of -fleet-shape (fail-fast: a
+dependency is down and the handler fails at once; capacity-halved; hang),
+in -fleet-protocol (grpc, connect or http), once without a Shedder
+(package shed) and once with one, both at once, as internal/shedload's
+tests run it; it takes about 8 seconds. Only -fleet-clients, -fleet-shape,
+-fleet-protocol, -seed, -svg and -html apply to it.`,
 }
 
 // demoOnly and fleetOnly are the flags that apply only without -fleet, and
 // only with it.
 var (
 	demoOnly  = []string{"duration", "rate", "error-rate", "pushback-rate", "latency", "straggler-rate", "straggler-latency", "outage", "timeout", "trace"}
-	fleetOnly = []string{"fleet-clients", "fleet-rounds", "fleet-limit"}
+	fleetOnly = []string{"fleet-clients", "fleet-shape", "fleet-protocol"}
 )
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -87,15 +90,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.stragglerLatency, "straggler-latency", 150*time.Millisecond, "service time of a stalled attempt")
 	fs.DurationVar(&c.outage, "outage", 600*time.Millisecond, "length of the outage in each run, starting at 40% of it (0 for none)")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Second, "deadline of each call")
-	fs.Uint64Var(&c.seed, "seed", 1, "seed of the server's fault draws (with -fleet: of the clients' throttles)")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the server's fault draws (with -fleet: of the fleet's arrivals)")
 	fs.StringVar(&c.svg, "svg", "rebound-demo.svg", `file to write the SVG charts to ("" for none); with -fleet the default is rebound-fleet.svg`)
 	fs.StringVar(&c.html, "html", "", "file to write a self-contained HTML report to: table, charts, config and conclusion")
 	fs.StringVar(&c.trace, "trace", "", "file to write the OpenTelemetry spans of one retried and one hedged call to, as one JSON array of spans; their trees are printed")
-	fleet := fs.Bool("fleet", false, "run the fleet scenario instead: hundreds of gRPC clients, each with its own adaptive throttle, against one server that sheds load (package shed)")
-	var fc fleetdemo.Config
-	fs.IntVar(&fc.Clients, "fleet-clients", 300, "-fleet: number of ClientConns, each with its own throttle")
-	fs.IntVar(&fc.Rounds, "fleet-rounds", 12, "-fleet: rounds; every client makes one call per round")
-	fs.IntVar(&fc.Limit, "fleet-limit", 16, "-fleet: the server's concurrency limit")
+	fleet := fs.Bool("fleet", false, "run the fleet scenario instead: hundreds of client processes through an outage, without and with a server that sheds load (package shed)")
+	fleetClients := fs.Int("fleet-clients", 200, "-fleet: number of client processes, each with its own retrying client; together they offer 150 calls/s")
+	fleetShape := fs.String("fleet-shape", "fail-fast", "-fleet: the outage: fail-fast, capacity-halved or hang")
+	fleetProtocol := fs.String("fleet-protocol", "grpc", "-fleet: the protocol: grpc, connect or http")
 	if code, ok := demoHelp.parse(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -112,8 +114,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if !set["svg"] {
 			c.svg = "rebound-fleet.svg"
 		}
-		fc.Seed = c.seed
-		return runFleetDemo(ctx, fc, c.svg, c.html, stdout, stderr)
+		sc, err := fleetScenario(*fleetProtocol, *fleetShape, *fleetClients, c.seed)
+		if err != nil {
+			return demoHelp.fail(stderr, "%v", err)
+		}
+		return runFleetDemo(ctx, sc, c.svg, c.html, stdout, stderr)
 	}
 	for _, name := range fleetOnly {
 		if set[name] {

@@ -449,7 +449,8 @@ func TestDemoFlagsThatDoNotApply(t *testing.T) {
 		{[]string{"-fleet", "-trace", "t.json"}, "-trace"},
 		{[]string{"-fleet", "-duration", "1s"}, "-duration"},
 		{[]string{"-fleet-clients", "10"}, "-fleet-clients"},
-		{[]string{"-fleet-limit", "4"}, "-fleet-limit"},
+		{[]string{"-fleet-shape", "hang"}, "-fleet-shape"},
+		{[]string{"-fleet-protocol", "http"}, "-fleet-protocol"},
 	} {
 		out, stderr, code := runCLI(t, append([]string{"demo"}, tc.args...)...)
 		if code != 2 || out != "" || !strings.Contains(stderr, tc.flag+" ") || !strings.Contains(stderr, "appl") {

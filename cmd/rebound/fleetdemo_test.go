@@ -6,33 +6,45 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rebound-go/rebound/internal/shedload"
 )
 
-// demo -fleet prints its rounds under headings that sit over their
-// numbers, writes its chart to a file of its own (not the main demo's) and
-// its report with -html.
+// demo -fleet runs the fleet through a dependency that fails fast, without
+// and with the Shedder, prints both runs under headings that sit over
+// their figures, writes its chart to a file of its own (not the main
+// demo's) and its report with -html. The run is shortened to 3s here.
 func TestDemoFleet(t *testing.T) {
+	fleetDemoAdjust = func(sc *shedload.Scenario) {
+		sc.Duration, sc.Outage.Start, sc.Outage.Length = 3*time.Second, time.Second, time.Second
+	}
+	t.Cleanup(func() { fleetDemoAdjust = nil })
 	t.Chdir(t.TempDir())
-	out, stderr, code := runCLI(t, "demo", "-fleet", "-fleet-clients", "40", "-fleet-rounds", "3", "-fleet-limit", "4", "-html", "fleet.html")
+	out, stderr, code := runCLI(t, "demo", "-fleet", "-fleet-clients", "20", "-fleet-shape", "fail-fast", "-fleet-protocol", "connect", "-html", "fleet.html")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"40 gRPC clients on loopback", "Server load: the server accepted at most its limit of 4 every round.",
-		"Chart (calls, attempts reaching the server and accepted, per round): rebound-fleet.svg", "Report (table, chart, conclusion): fleet.html"} {
-		if !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
+	flat := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{"20 client processes on loopback, each with its own connectretry client",
+		"a dependency is down and the handler fails every call at once with UNAVAILABLE",
+		"Load during the outage:", "attempts per call with the Shedder", "Recovery:", "Goodput during the outage:",
+		"Chart (goodput, and attempts per call, over time, without and with the Shedder): rebound-fleet.svg",
+		"Report (table, chart, conclusion): fleet.html"} {
+		if !strings.Contains(flat, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	// Each heading ends where its column's numbers end.
+	// Each heading ends where its column's figures end, in both runs.
 	lines := strings.Split(out, "\n")
 	head := -1
 	for i, l := range lines {
-		if strings.HasPrefix(l, "round ") {
+		if strings.HasPrefix(l, "run ") {
 			head = i
 			break
 		}
 	}
-	if head < 0 || len(lines) < head+4 {
+	if head < 0 || len(lines) < head+3 {
 		t.Fatalf("no table:\n%s", out)
 	}
 	ends := func(l string) []int {
@@ -44,23 +56,27 @@ func TestDemoFleet(t *testing.T) {
 		}
 		return e
 	}
-	headings := []string{"round", "calls", "to server", "accepted", "shed", "kept home", "max in flight"}
+	headings := []string{"calls", "amp-outage", "shed", "failed", "goodput before", "during", "after", "recovery"}
 	var headEnds []int
-	for _, h := range headings[1:] {
+	for _, h := range headings {
 		i := strings.Index(lines[head], h)
 		if i < 0 {
 			t.Fatalf("heading %q missing: %q", h, lines[head])
 		}
 		headEnds = append(headEnds, i+len(h))
 	}
-	for _, row := range lines[head+1 : head+4] {
-		cells := ends(row)
-		if len(cells) != len(headings) {
-			t.Fatalf("row %q has %d cells, want %d", row, len(cells), len(headings))
+	for j, name := range []string{"without the Shedder", "with the Shedder"} {
+		row := lines[head+1+j]
+		if !strings.HasPrefix(row, name+" ") {
+			t.Fatalf("row %d is %q, want %q first", j+1, row, name)
 		}
-		for j, end := range cells[1:] {
-			if end != headEnds[j] {
-				t.Errorf("column %q ends at %d in the heading, %d in row %q", headings[j+1], headEnds[j], end, row)
+		cells := ends(row)[len(strings.Fields(name)):]
+		if len(cells) != len(headings) {
+			t.Fatalf("row %q has %d figures, want %d", row, len(cells), len(headings))
+		}
+		for k, end := range cells {
+			if end != headEnds[k] {
+				t.Errorf("column %q ends at %d in the heading, %d in row %q", headings[k], headEnds[k], end, row)
 			}
 		}
 	}
@@ -70,14 +86,27 @@ func TestDemoFleet(t *testing.T) {
 	if _, err := os.Stat("rebound-demo.svg"); err == nil {
 		t.Error("demo -fleet wrote the main demo's chart")
 	}
-	checkReport(t, "fleet.html", 1, "round", 3, 1, "Conclusion", "Server load:", "Rounds")
+	checkReport(t, "fleet.html", 1, "run", 2, 1, "Conclusion", "Load during the outage:", "Without and with the Shedder")
+}
 
-	_, stderr, code = runCLI(t, "demo", "-fleet", "-fleet-clients", "10", "-fleet-rounds", "1", "-fleet-limit", "20", "-svg", "")
-	if code != 2 || !strings.Contains(stderr, "-fleet-limit") {
-		t.Errorf("limit above clients: exit %d, %q", code, stderr)
-	}
-	_, stderr, code = runCLI(t, "demo", "-fleet", "-svg", filepath.Join("missing", "x.svg"))
-	if code != 2 || !strings.Contains(stderr, "-svg: ") {
-		t.Errorf("unwritable -svg: exit %d, %q", code, stderr)
+// demo -fleet's own flags are validated before anything runs, each error
+// naming its flag.
+func TestDemoFleetFlags(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-fleet-shape", "flaky"}, "-fleet-shape"},
+		{[]string{"-fleet-shape", ""}, "-fleet-shape"},
+		{[]string{"-fleet-protocol", "grpc-web"}, "-fleet-protocol"},
+		{[]string{"-fleet-clients", "0"}, "-fleet-clients"},
+		{[]string{"-fleet-clients", "2001"}, "-fleet-clients"},
+		{[]string{"-svg", filepath.Join("missing", "x.svg")}, "-svg: "},
+	} {
+		out, stderr, code := runCLI(t, append([]string{"demo", "-fleet"}, tc.args...)...)
+		if code != 2 || out != "" || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and %s named", tc.args, code, out, stderr, tc.want)
+		}
 	}
 }

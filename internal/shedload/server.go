@@ -146,11 +146,11 @@ func newBackend(slots int, work time.Duration) *backend {
 // serve does what mode asks, within ctx.
 func (b *backend) serve(ctx context.Context, mode string) verdict {
 	began := time.Now()
-	v := b.serveMode(ctx, mode)
+	v, slot := b.serveMode(ctx, mode)
 	if mode == "" && v == served {
 		end := time.Now()
 		b.mu.Lock()
-		b.served = append(b.served, Served{End: end, Took: end.Sub(began)})
+		b.served = append(b.served, Served{End: end, Took: end.Sub(began), Held: end.Sub(slot)})
 		b.mu.Unlock()
 	}
 	return v
@@ -159,34 +159,37 @@ func (b *backend) serve(ctx context.Context, mode string) verdict {
 // Served is an honest request the service served, as the server saw it.
 type Served struct {
 	// End is when it ended; Took how long the service took, queueing for
-	// a backend slot included.
-	End  time.Time
-	Took time.Duration
+	// a backend slot included; Held how long it held its slot, the work's
+	// time and whatever a busy machine added to it.
+	End        time.Time
+	Took, Held time.Duration
 }
 
-func (b *backend) serveMode(ctx context.Context, mode string) verdict {
+// serveMode does what mode asks, within ctx, and says when the request
+// took its backend slot (zero for none).
+func (b *backend) serveMode(ctx context.Context, mode string) (verdict, time.Time) {
 	work := b.work
 	switch {
 	case mode == "":
 	case mode == ModeUnauthenticated:
-		return unauthenticated
+		return unauthenticated, time.Time{}
 	case mode == ModeQuota:
-		return exhausted
+		return exhausted, time.Time{}
 	case mode == ModeShard:
-		return unavailable
+		return unavailable, time.Time{}
 	case mode == ModeCheap:
-		return served
+		return served, time.Time{}
 	case mode == ModeOverload:
 		shed.ReportOverload(ctx)
-		return unavailable
+		return unavailable, time.Time{}
 	case strings.HasPrefix(mode, "slow="):
 		d, err := time.ParseDuration(mode[len("slow="):])
 		if err != nil || d < 0 || d > time.Minute {
-			return unavailable
+			return unavailable, time.Time{}
 		}
 		work = d
 	default:
-		return unavailable
+		return unavailable, time.Time{}
 	}
 	b.mu.Lock()
 	shape, share, healed := b.shape, b.share, b.healed
@@ -196,27 +199,28 @@ func (b *backend) serveMode(ctx context.Context, mode string) verdict {
 	}
 	switch shape {
 	case FailFast:
-		return unavailable
+		return unavailable, time.Time{}
 	case Hang:
 		select {
 		case <-healed:
 		case <-ctx.Done():
-			return canceled
+			return canceled, time.Time{}
 		}
 	}
 	select {
 	case b.slots <- struct{}{}:
 	case <-ctx.Done():
-		return canceled
+		return canceled, time.Time{}
 	}
 	defer func() { <-b.slots }()
+	slot := time.Now()
 	t := time.NewTimer(work)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return served
+		return served, slot
 	case <-ctx.Done():
-		return canceled
+		return canceled, slot
 	}
 }
 

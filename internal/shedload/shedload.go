@@ -82,6 +82,17 @@ type Scenario struct {
 	Seed uint64
 }
 
+// FleetScenario is issue 29's fleet in protocol p through an outage of
+// shape: 200 client processes, each with its own retrying client (5
+// attempts on UNAVAILABLE, a 2s deadline), Poisson arrivals offering 150
+// calls a second, 75% of a server of 40 slots of 200ms, through an outage
+// of 1.5s from 2s of a 6s run.
+func FleetScenario(p Protocol, shape Shape) Scenario {
+	return Scenario{Protocol: p, Slots: 40, Work: 200 * time.Millisecond, Fleet: 200, Rate: 0.75, Attempts: 5,
+		Deadline: 2 * time.Second, Duration: 6 * time.Second, Seed: 1,
+		Outage: Outage{Shape: shape, Start: 2 * time.Second, Length: 1500 * time.Millisecond}}
+}
+
 // Call is one honest call of a run.
 type Call struct {
 	// Start and End are its times from the start of the run.
@@ -98,9 +109,16 @@ type Report struct {
 	Stats shed.Stats
 	// Timeline is the Shedder's Stats every 50ms of the run.
 	Timeline []Sample
-	// Served is how long the service took over each honest request it
-	// served, by when it ended, from the start of the run.
-	Served []Call
+	// Served is the honest requests the service served, by when they
+	// ended, from the start of the run.
+	Served []ServedCall
+}
+
+// ServedCall is an honest request the service served: when it began and
+// ended, from the start of the run, and how long it held its backend
+// slot.
+type ServedCall struct {
+	Start, End, Held time.Duration
 }
 
 // Sample is the Shedder's Stats at a time of a run.
@@ -282,7 +300,7 @@ func Run(ctx context.Context, sc Scenario) (*Report, error) {
 	r := &Report{Scenario: sc, Calls: calls, Timeline: timeline}
 	for _, sv := range srv.Served() {
 		end := sv.End.Sub(start)
-		r.Served = append(r.Served, Call{Start: end - sv.Took, End: end})
+		r.Served = append(r.Served, ServedCall{Start: end - sv.Took, End: end, Held: sv.Held})
 	}
 	if srv.Shedder != nil {
 		r.Stats = srv.Shedder.Stats()
@@ -405,6 +423,24 @@ func (r *Report) ServiceLatency(from, to time.Duration) time.Duration {
 	for _, c := range r.Served {
 		if c.End >= from && c.End < to {
 			ds = append(ds, c.End-c.Start)
+		}
+	}
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// HeldLatency is the median time the honest requests the service served
+// that ended in [from, to) held their backend slot, 0 for none: the
+// work's time, and what a busy machine adds to it, without the queueing
+// of a backlog.
+func (r *Report) HeldLatency(from, to time.Duration) time.Duration {
+	var ds []time.Duration
+	for _, c := range r.Served {
+		if c.End >= from && c.End < to {
+			ds = append(ds, c.Held)
 		}
 	}
 	if len(ds) == 0 {
