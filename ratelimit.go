@@ -273,6 +273,23 @@ func NewRateLimiter(c AdaptiveRateLimit) (*RateLimiter, error) {
 // gives the token back with [RateLimiter.Cancel]. Before the first
 // throttle, once the slow start has ended, every reservation is for now.
 func (l *RateLimiter) Reserve(now time.Time) Reservation {
+	r, _ := l.ReserveBy(now, time.Time{})
+	return r
+}
+
+// ReserveBy is Reserve for an attempt that must go by deadline (the zero
+// time for none). When its turn would come after deadline it takes
+// nothing, changes nothing, and reports false: the attempt is refused
+// locally, and the refusal leaves no trace in the limiter, however many
+// callers are refused at once. (A token taken and given back with Cancel
+// is not the same: when another caller reserved in between, the first
+// token cannot be given back, and on a busy machine, where callers are
+// refused in a tight loop, each of those left a turn in the queue that no
+// attempt used, until the queue ran ahead of every deadline and nothing
+// was sent at all.) A reservation of the slow start (see
+// [Reservation.Answer]) is not refused: its wait has no known end but the
+// slow start's, and an answer usually comes within a round trip.
+func (l *RateLimiter) ReserveBy(now, deadline time.Time) (Reservation, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.enabled && !l.slowEnd {
@@ -287,9 +304,44 @@ func (l *RateLimiter) Reserve(now time.Time) Reservation {
 			}
 			l.waiting++
 			l.wanted = max(l.wanted, l.seq+l.waiting)
-			return Reservation{at: l.firstSent.Add(slowStartTime), cut: l.cuts, answer: l.answer}
+			return Reservation{at: l.firstSent.Add(slowStartTime), cut: l.cuts, answer: l.answer}, true
 		}
 	}
+	if !l.enabled {
+		l.took(now)
+		if !l.slowEnd {
+			l.inFlight++
+			l.wanted = max(l.wanted, l.seq+l.waiting)
+			return Reservation{at: now, cut: l.cuts, seq: l.seq, slot: true}, true
+		}
+		return Reservation{at: now, cut: l.cuts, seq: l.seq}, true
+	}
+	l.refill(now)
+	tokens := l.tokens - 1
+	at := now
+	if tokens < 0 {
+		at = now.Add(seconds(-tokens / l.rate))
+		// After the rate rose, the debt is worth less time than the
+		// reservations already given out: the new one goes after the
+		// last of them, not among them as a burst.
+		if next := l.latest.Add(seconds(1 / l.rate)); l.latest.After(now) && at.Before(next) {
+			at = next
+			tokens = -next.Sub(now).Seconds() * l.rate
+		}
+	}
+	if !deadline.IsZero() && at.After(deadline) {
+		return Reservation{at: at}, false
+	}
+	l.took(now)
+	l.tokens = tokens
+	if at.After(l.latest) {
+		l.latest = at
+	}
+	return Reservation{at: at, cut: l.cuts, seq: l.seq, paid: true}, true
+}
+
+// took counts an attempt reserved at now: it will be sent.
+func (l *RateLimiter) took(now time.Time) {
 	if !l.measured {
 		if l.sent == 0 {
 			l.firstSent = now
@@ -297,31 +349,6 @@ func (l *RateLimiter) Reserve(now time.Time) Reservation {
 		l.sent++
 	}
 	l.seq++
-	if !l.enabled {
-		if !l.slowEnd {
-			l.inFlight++
-			l.wanted = max(l.wanted, l.seq+l.waiting)
-			return Reservation{at: now, cut: l.cuts, seq: l.seq, slot: true}
-		}
-		return Reservation{at: now, cut: l.cuts, seq: l.seq}
-	}
-	l.refill(now)
-	l.tokens--
-	at := now
-	if l.tokens < 0 {
-		at = now.Add(seconds(-l.tokens / l.rate))
-		// After the rate rose, the debt is worth less time than the
-		// reservations already given out: the new one goes after the
-		// last of them, not among them as a burst.
-		if next := l.latest.Add(seconds(1 / l.rate)); l.latest.After(now) && at.Before(next) {
-			at = next
-			l.tokens = -next.Sub(now).Seconds() * l.rate
-		}
-	}
-	if at.After(l.latest) {
-		l.latest = at
-	}
-	return Reservation{at: at, cut: l.cuts, seq: l.seq, paid: true}
 }
 
 // endSlowStart ends the slow start and lets every attempt waiting in it

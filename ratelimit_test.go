@@ -385,6 +385,40 @@ func TestRateLimiterReady(t *testing.T) {
 	}
 }
 
+// TestRateLimiterReserveBy: a turn that would come after the deadline is
+// refused without a trace: the queue, the rounds of cuts and the measured
+// rate are as if it had not been asked for. With Reserve and Cancel, two
+// refusals that interleave lose a turn, and a tight loop of refusals on a
+// busy machine ran the queue ahead of every deadline.
+func TestRateLimiterReserveBy(t *testing.T) {
+	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{MinRate: 10})
+	l.Observe(l.Reserve(at(0)), at(0), rebound.RateFeedback{Throttled: true}) // 10/s
+	first := l.Reserve(at(0))
+	for range 100 {
+		if r, ok := l.ReserveBy(at(0), at(0.05)); ok {
+			t.Fatalf("a turn at %v reserved with a deadline 50ms away", r.Time().Sub(at(0)))
+		}
+	}
+	if r, ok := l.ReserveBy(at(0), at(10)); !ok || r.Time() != first.Time().Add(100*time.Millisecond) {
+		t.Fatalf("after 100 refusals the next turn is %v after the last one given (ok %v), want 100ms", r.Time().Sub(first.Time()), ok)
+	}
+	// The refusals were not attempts: a throttle of the next two sent
+	// after a cut does not complete a round.
+	c := l.Reserve(at(1))
+	l.Observe(c, at(1), rebound.RateFeedback{Throttled: true})
+	cut := l.Rate()
+	for range 10 {
+		l.ReserveBy(at(1), at(1.01))
+	}
+	for i := range 2 {
+		r := l.Reserve(at(1.1))
+		l.Observe(r, at(1.1), rebound.RateFeedback{Throttled: true})
+		if l.Rate() != cut {
+			t.Fatalf("a throttle of attempt %d after the cut changed the rate %v -> %v: the refusals counted as attempts", i+1, cut, l.Rate())
+		}
+	}
+}
+
 // BenchmarkRateLimiter is the limiter's cost per attempt, Reserve and
 // Observe, from parallel goroutines sharing one limiter: before any
 // throttle, and limiting at a rate no attempt has to wait for.

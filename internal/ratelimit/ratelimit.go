@@ -45,56 +45,61 @@ type Gate struct {
 }
 
 // Wait takes a send token and waits for its turn, within ctx. When the
-// turn would come after ctx's deadline it gives the token back and
-// returns rebound.ErrRateLimited at once; when ctx ends first it gives the
-// token back and returns the context's cause. When its turn no longer
-// holds as it ends (see rebound.RateLimiter.Ready) it takes a new one.
-// In the limiter's slow start it waits for an answer to an attempt in
-// flight, then reserves again; that wait has no known end but the slow
-// start's, so it does not fail at once for a deadline (an answer usually
-// comes within a round trip). No lock is held while it waits.
+// turn would come after ctx's deadline it takes none and returns
+// rebound.ErrRateLimited at once (see rebound.RateLimiter.ReserveBy);
+// when ctx ends first it gives the token back and returns the context's
+// cause. When its turn no longer holds as its wait ends (see
+// rebound.RateLimiter.Ready) it takes a new one. In the limiter's slow
+// start it waits for an answer to an attempt in flight, then reserves
+// again; that wait has no known end but the slow start's, so it does not
+// fail at once for a deadline (an answer usually comes within a round
+// trip). No lock is held while it waits.
 func (g *Gate) Wait(ctx context.Context) (rebound.Reservation, error) {
 	if g == nil || g.Limiter == nil {
 		return rebound.Reservation{}, nil
 	}
 	clk := g.clock()
+	dl, _ := ctx.Deadline()
 	for {
 		now := clk.Now()
-		r := g.Limiter.Reserve(now)
+		r, ok := g.Limiter.ReserveBy(now, dl)
+		if !ok {
+			return r, rebound.ErrRateLimited
+		}
 		d := r.Delay(now)
 		if d == 0 {
 			return r, nil
 		}
 		if a := r.Answer(); a != nil {
-			t := clk.NewTimer(d)
-			select {
-			case <-a:
-			case <-t.C():
-			case <-ctx.Done():
-				t.Stop()
-				g.Limiter.Cancel(r, clk.Now())
-				return r, context.Cause(ctx)
-			}
-			t.Stop()
+			err := g.sleep(ctx, clk, d, a)
 			g.Limiter.Cancel(r, clk.Now())
+			if err != nil {
+				return r, err
+			}
 			continue
 		}
-		if dl, ok := ctx.Deadline(); ok && r.Time().After(dl) {
-			g.Limiter.Cancel(r, now)
-			return r, rebound.ErrRateLimited
-		}
-		t := clk.NewTimer(d)
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			t.Stop()
+		if err := g.sleep(ctx, clk, d, nil); err != nil {
 			g.Limiter.Cancel(r, clk.Now())
-			return r, context.Cause(ctx)
+			return r, err
 		}
 		if g.Limiter.Ready(r, clk.Now()) {
 			return r, nil
 		}
 	}
+}
+
+// sleep waits d, or until wake is closed (a nil wake never is), or until
+// ctx ends, which it reports with the context's cause.
+func (g *Gate) sleep(ctx context.Context, clk rebound.Clock, d time.Duration, wake <-chan struct{}) error {
+	t := clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-wake:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	return nil
 }
 
 // Observe tells the limiter the answer to the attempt sent with r.

@@ -309,7 +309,11 @@ func (r *rateRun) attempt(pr *proc, now, deadline time.Time, n int) {
 		pr.next = at.Add(time.Duration(float64(time.Second) * float64(r.s.Processes) / r.s.Limit))
 		r.after(at, func(t time.Time) { r.send(pr, t, deadline, n, rebound.Reservation{}) })
 	case RateRebound:
-		res := pr.reb.Reserve(now)
+		res, ok := pr.reb.ReserveBy(now, deadline)
+		if !ok {
+			r.done(pr, now, false) // rebound.ErrRateLimited, at once
+			return
+		}
 		if res.Answer() != nil {
 			// The slow start: wait for an answer, or for its end, then
 			// reserve again (as Gate.Wait).
@@ -323,11 +327,6 @@ func (r *rateRun) attempt(pr *proc, now, deadline time.Time, n int) {
 			}
 			pr.waiting = append(pr.waiting, wake)
 			r.after(res.Time(), wake)
-			return
-		}
-		if res.Time().After(deadline) {
-			pr.reb.Cancel(res, now)
-			r.done(pr, now, false) // rebound.ErrRateLimited, at once
 			return
 		}
 		if res.Delay(now) == 0 {
