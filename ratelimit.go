@@ -479,24 +479,34 @@ func (l *RateLimiter) cut(now time.Time, wait time.Duration) float64 {
 	return ref * l.c.Beta
 }
 
-// Ready reports whether the attempt that waited for r may go at now; if
-// not, it takes a new reservation. It may not when a cut came after r was
-// taken (r's time was set at the old rate: a cut applies at once to the
-// attempts already waiting, rather than after they have gone at the old
-// rate), nor when another waiting attempt went less than half a
-// reservation's spacing before (its wait ended late, as timers do on a
-// busy machine, and the two would reach the server as a burst).
-func (l *RateLimiter) Ready(r Reservation, now time.Time) bool {
+// Ready reports whether the attempt that waited for r may go, and when:
+// at now, or, when another waiting attempt went less than half a
+// reservation's spacing before, once that half has passed. Timers end
+// late on a busy machine, and several at once: the attempts whose waits
+// ended together go half a spacing apart rather than reach the server as
+// a burst, and each keeps its turn (an attempt that took a new one
+// instead gave up the turn it had waited for, and one such loss for
+// every late timer left a client on a loaded machine sending a fraction
+// of its rate, its callers refused for want of turns). It may not go when
+// a cut came after r was taken: r's time was set at the old rate, and the
+// attempt takes a new reservation, so that a cut applies at once to the
+// attempts already waiting rather than after they have gone at the old
+// rate.
+func (l *RateLimiter) Ready(r Reservation, now time.Time) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !r.paid {
-		return true
+		return now, true
 	}
-	if r.cut != l.cuts || now.Sub(l.lastGo).Seconds() < 0.5/l.rate {
-		return false
+	if r.cut != l.cuts {
+		return time.Time{}, false
 	}
-	l.lastGo = now
-	return true
+	at := now
+	if next := l.lastGo.Add(seconds(0.5 / l.rate)); at.Before(next) {
+		at = next
+	}
+	l.lastGo = at
+	return at, true
 }
 
 // climb returns CUBIC's rate at now, no higher than the rate is while a

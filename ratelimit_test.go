@@ -364,24 +364,34 @@ func TestErrRateLimited(t *testing.T) {
 }
 
 // TestRateLimiterReady: an attempt whose wait ended after a cut takes a
-// new turn at the new rate; of two waits that end together, the second
-// takes a new turn rather than reach the server as a burst.
+// new turn at the new rate; of waits that end together (late timers), the
+// first goes and each of the others keeps its turn and goes half a
+// spacing after the one before, so that no turn is lost: the next
+// reservation is where it would have been.
 func TestRateLimiterReady(t *testing.T) {
 	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{MinRate: 10})
 	r := l.Reserve(at(0))
 	l.Observe(r, at(0), rebound.RateFeedback{Throttled: true}) // 10/s
-	a, b := l.Reserve(at(0)), l.Reserve(at(0))
-	if !l.Ready(a, a.Time()) {
-		t.Fatal("the first wait to end was not ready")
+	a, b, c := l.Reserve(at(0)), l.Reserve(at(0)), l.Reserve(at(0))
+	// All three timers fire 250ms late, together.
+	woke := c.Time().Add(250 * time.Millisecond)
+	for i, want := range []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond} {
+		got, ok := l.Ready([]rebound.Reservation{a, b, c}[i], woke)
+		if !ok || got.Sub(woke) != want {
+			t.Fatalf("wait %d of three that ended together: go %v after they ended (ready %v), want %v", i, got.Sub(woke), ok, want)
+		}
 	}
-	late := b.Time().Add(-90 * time.Millisecond) // ends 10ms after a: a burst
-	if l.Ready(b, a.Time().Add(10*time.Millisecond)) {
-		t.Fatalf("a wait ending 10ms after another at 10/s was ready (its time was %v)", late)
+	if d := l.Reserve(at(0)); d.Time() != c.Time().Add(100*time.Millisecond) {
+		t.Fatalf("the next turn is %v after the last, want 100ms: a turn was lost", d.Time().Sub(c.Time()))
 	}
-	c := l.Reserve(at(1))
-	l.Observe(c, at(1), rebound.RateFeedback{Throttled: true})
-	if d := l.Reserve(at(1)); !l.Ready(d, d.Time()) || l.Ready(c, at(1.5)) {
-		t.Fatal("after a cut, the new reservation must be ready and the old one not")
+	e := l.Reserve(at(1))
+	l.Observe(e, at(1), rebound.RateFeedback{Throttled: true})
+	f := l.Reserve(at(1))
+	if _, ok := l.Ready(f, f.Time()); !ok {
+		t.Fatal("after a cut, a new reservation was not ready")
+	}
+	if _, ok := l.Ready(e, at(1.5)); ok {
+		t.Fatal("after a cut, a reservation from before it was ready")
 	}
 }
 

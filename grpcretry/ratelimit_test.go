@@ -124,10 +124,14 @@ func TestAdaptiveRateLimit(t *testing.T) {
 		t.Fatalf("%d waits, want 2: the third must not wait", n)
 	}
 	// Both waits end at once: one goes, and the other, which would reach
-	// the server with it as a burst, takes a new turn.
+	// the server with it as a burst, keeps its turn and waits out half a
+	// spacing (a new turn would be a whole spacing after the last).
 	clk.Advance(time.Second)
 	if !clk.WaitPending(1) {
-		t.Fatal("the second did not take a new turn")
+		t.Fatal("the second did not wait out half a spacing")
+	}
+	if s := clk.Sleeps(); (s[1]-s[0])/2-s[len(s)-1] > time.Millisecond || s[len(s)-1]-(s[1]-s[0])/2 > time.Millisecond {
+		t.Fatalf("waits %v: the second waits %v more, want half the spacing, %v", s, s[len(s)-1], (s[1]-s[0])/2)
 	}
 	clk.Advance(time.Second)
 	wg.Wait()

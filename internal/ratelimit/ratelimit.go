@@ -49,11 +49,12 @@ type Gate struct {
 // rebound.ErrRateLimited at once (see rebound.RateLimiter.ReserveBy);
 // when ctx ends first it gives the token back and returns the context's
 // cause. When its turn no longer holds as its wait ends (see
-// rebound.RateLimiter.Ready) it takes a new one. In the limiter's slow
-// start it waits for an answer to an attempt in flight, then reserves
-// again; that wait has no known end but the slow start's, so it does not
-// fail at once for a deadline (an answer usually comes within a round
-// trip). No lock is held while it waits.
+// rebound.RateLimiter.Ready) it takes a new one; when another attempt
+// went just before, it keeps its turn and waits out half a spacing. In
+// the limiter's slow start it waits for an answer to an attempt in
+// flight, then reserves again; that wait has no known end but the slow
+// start's, so it does not fail at once for a deadline (an answer usually
+// comes within a round trip). No lock is held while it waits.
 func (g *Gate) Wait(ctx context.Context) (rebound.Reservation, error) {
 	if g == nil || g.Limiter == nil {
 		return rebound.Reservation{}, nil
@@ -82,9 +83,17 @@ func (g *Gate) Wait(ctx context.Context) (rebound.Reservation, error) {
 			g.Limiter.Cancel(r, clk.Now())
 			return r, err
 		}
-		if g.Limiter.Ready(r, clk.Now()) {
-			return r, nil
+		at, ok := g.Limiter.Ready(r, clk.Now())
+		if !ok {
+			continue
 		}
+		if d := at.Sub(clk.Now()); d > 0 {
+			if err := g.sleep(ctx, clk, d, nil); err != nil {
+				g.Limiter.Cancel(r, clk.Now())
+				return r, err
+			}
+		}
+		return r, nil
 	}
 }
 

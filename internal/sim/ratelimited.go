@@ -334,10 +334,16 @@ func (r *rateRun) attempt(pr *proc, now, deadline time.Time, n int) {
 			return
 		}
 		// As internal/ratelimit's Gate.Wait: a wait that ends after a
-		// cut, or with another, takes a new turn.
+		// cut takes a new turn; one that ends just after another attempt
+		// went waits out half a spacing.
 		r.after(res.Time(), func(t time.Time) {
-			if !pr.reb.Ready(res, t) {
+			at, ok := pr.reb.Ready(res, t)
+			if !ok {
 				r.attempt(pr, t, deadline, n)
+				return
+			}
+			if at.After(t) {
+				r.after(at, func(t time.Time) { r.send(pr, t, deadline, n, res) })
 				return
 			}
 			r.send(pr, t, deadline, n, res)
