@@ -200,6 +200,23 @@ func (r Reservation) Delay(now time.Time) time.Duration { return max(0, r.at.Sub
 // only a small burst, and a second's worth sent at once after a pause
 // would be refused.
 //
+// Once the server stops refusing, the rate is back at the rate W it was
+// cut from K = ∛(W·(1−Beta)/ScaleConstant) seconds after the last cut (or
+// after the server's explicit wait, if that ends later), and from there
+// it climbs by ScaleConstant·t³. With the defaults, K is 2.5s from 20/s
+// and 5.3s from 200/s; the rate is 10/s above W 2.9s after that, 100/s
+// above it 6.3s after; from the floor of 0.5/s it is at 20/s about 4.4s
+// after the cut. The climb goes no higher than twice the rate the client
+// is measured to send, so this holds while the callers ask for more than
+// the rate. It holds on a busy machine too: a wait whose timer fires late
+// keeps its turn (see [RateLimiter.Ready]) and an attempt refused for its
+// deadline takes none (see [RateLimiter.ReserveBy]), so the client sends
+// at its rate, its measured rate does not fall, and nothing but a
+// throttle lowers the rate. (Before, a client under -race on a loaded
+// machine fell to a few requests a second after the server had stopped
+// refusing: its late timers and refusals cost it turns, and the
+// successes it then measured at a lower rate lowered the rate.)
+//
 // Time is an argument, so that tests and simulations drive it; waiting is
 // the caller's (the clients of grpcretry, connectretry and httpretry wait
 // within the call's context, never holding a lock). A RateLimiter is safe

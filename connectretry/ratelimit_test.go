@@ -19,6 +19,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/connectretry"
 	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/limittest"
 	"github.com/rebound-go/rebound/internal/ratelimit"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
@@ -379,4 +380,29 @@ func (h hostRewriter) Do(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.URL.Host, r.Host = u.Host, u.Host
 	return h.c.Do(r)
+}
+
+// TestAdaptiveRateLimitRecovers: see httpretry's. A connect handler that
+// accepts 20 calls a second (a burst of 2) for 2s and answers the rest
+// ResourceExhausted, then accepts everything; twenty callers on the real
+// clock: the handler soon accepts more than 20 a second again.
+func TestAdaptiveRateLimitRecovers(t *testing.T) {
+	lim := limittest.New(20, 2, 2*time.Second)
+	s := startServer(t, handlers{unary: func(context.Context, int, *request) (*connect.Response[msg], error) {
+		if !lim.Allow() {
+			return nil, connect.NewError(connect.CodeResourceExhausted, errors.New("limited"))
+		}
+		return connect.NewResponse(&msg{}), nil
+	}}, false)
+	i, err := connectretry.New(nil, connectretry.WithServerName(fmt.Sprint("recovers-", time.Now().UnixNano())),
+		connectretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClients(s, connectProtocol, i)
+	took, refused := limittest.Recovery(t, lim, 20, 15*time.Second, func(ctx context.Context) error {
+		_, err := c.unary.CallUnary(ctx, connect.NewRequest(&msg{Value: "x"}))
+		return err
+	})
+	t.Logf("back above 20/s %v after the server stopped limiting; %d calls refused locally", took, refused)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/rebound-go/rebound/grpcretry"
 	"github.com/rebound-go/rebound/internal/clocktest"
 	"github.com/rebound-go/rebound/internal/grpctest"
+	"github.com/rebound-go/rebound/internal/limittest"
 	"github.com/rebound-go/rebound/internal/ratelimit"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
@@ -369,4 +370,32 @@ func TestAdaptiveRateLimitBounded(t *testing.T) {
 		runtime.GC()
 		runtime.Gosched()
 	}
+}
+
+// TestAdaptiveRateLimitRecovers: see httpretry's. A grpc-go server on
+// 127.0.0.1 that accepts 20 calls a second (a burst of 2) for 2s and
+// answers the rest RESOURCE_EXHAUSTED, then accepts everything; twenty
+// callers on the real clock: the server soon accepts more than 20 a
+// second again.
+func TestAdaptiveRateLimitRecovers(t *testing.T) {
+	lim := limittest.New(20, 2, 2*time.Second)
+	srv := grpctest.Start(t, grpctest.Handlers{
+		Unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			if !lim.Allow() {
+				return nil, status.Error(codes.ResourceExhausted, "limited")
+			}
+			return &testpb.SimpleResponse{}, nil
+		},
+	})
+	c, err := grpcretry.New(nil, grpcretry.WithServerName(fmt.Sprint("recovers-", time.Now().UnixNano())),
+		grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+	took, refused := limittest.Recovery(t, lim, 20, 15*time.Second, func(ctx context.Context) error {
+		_, err := tc.UnaryCall(ctx, grpctest.Request("x"))
+		return err
+	})
+	t.Logf("back above 20/s %v after the server stopped limiting; %d calls refused locally", took, refused)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rebound-go/rebound/httpretry"
 	"github.com/rebound-go/rebound/internal/bounded"
 	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/limittest"
 	"github.com/rebound-go/rebound/internal/ratelimit"
 )
 
@@ -349,4 +350,33 @@ func BenchmarkAdaptiveRateLimitSlowStart(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestAdaptiveRateLimitRecovers: on the real clock, under whatever load
+// the machine has (CI runs it with -race), twenty callers calling back to
+// back with 1s deadlines, and trying again at once when the rate limit
+// refuses them, against an httptest server that accepts 20 a second (a
+// burst of 2) for 2s and then everything: the server soon accepts more
+// than 20 a second again (the rate is back at the rate of its last cut
+// 2.5s after it, and climbs on; fifteen seconds allows for a loaded
+// machine). (Under -race on a loaded machine the client sent nothing from
+// the third second on, refusing ten thousand calls a second: the
+// refusals ran the queue ahead of every deadline.)
+func TestAdaptiveRateLimitRecovers(t *testing.T) {
+	lim := limittest.New(20, 2, 2*time.Second)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if !lim.Allow() {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer srv.Close()
+	base := &http.Transport{MaxIdleConnsPerHost: 20}
+	defer base.CloseIdleConnections()
+	client := &http.Client{Transport: httpretry.NewTransport(base, httpretry.WithMaxAttempts(1),
+		httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))}
+	took, refused := limittest.Recovery(t, lim, 20, 15*time.Second, func(ctx context.Context) error {
+		_, err := rlGet(ctx, client, srv.URL)
+		return err
+	})
+	t.Logf("back above 20/s %v after the server stopped limiting; %d calls refused locally", took, refused)
 }

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -177,4 +178,122 @@ func fmtLates(lates []time.Duration) string {
 		s += "-" + d.String()
 	}
 	return s
+}
+
+// TestWaitRecoversWithLateTimers: the recovery the RateLimiter documents
+// holds on a clock whose timers fire 50ms late, all of them or one in
+// three (the others 0 and 25ms late): a server that accepts 20 a second
+// (a burst of 2) for 5s and then everything, twenty callers with 1s
+// deadlines that try again at once when refused. After every cut, the
+// rate is back at the rate it was cut from K = ∛(W·(1−β)/C) later (2.5s
+// from 20/s), and 5s after that it is C·5³ above it; it never falls once
+// the server has stopped refusing; the callers send at the rate. (With
+// timers one in three late, a wait that ended just after another's took
+// a new turn and lost its own; the client sent less than its rate, and
+// the climb, which goes no higher than twice the rate measured, stalled,
+// or the rate fell with no throttle at all, 7s after the server had
+// stopped refusing.)
+func TestWaitRecoversWithLateTimers(t *testing.T) {
+	const (
+		beta  = 0.7 // the defaults
+		scale = 0.4
+		stop  = 5 * time.Second
+	)
+	for _, lates := range [][]time.Duration{
+		{50 * time.Millisecond},
+		{0, 25 * time.Millisecond, 50 * time.Millisecond},
+	} {
+		t.Run(fmtLates(lates), func(t *testing.T) {
+			l, err := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var (
+				mu             sync.Mutex
+				tokens         = 2.0
+				last           time.Duration
+				prev           float64
+				cutAt          time.Duration // the last cut
+				from           float64       // the rate it cut from
+				checked, above bool
+				rates          = []float64{0} // at the start of each second
+			)
+			serve := func(at time.Duration) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				if at >= stop {
+					return true
+				}
+				tokens = math.Min(2, tokens+(at-last).Seconds()*20)
+				last = at
+				if tokens < 1 {
+					return false
+				}
+				tokens--
+				return true
+			}
+			var seen int64 // throttles
+			sample := func(at time.Duration, l *rebound.RateLimiter, throttles int64) {
+				r := l.Rate()
+				throttled := throttles > seen
+				seen = throttles
+				if at%time.Second == 0 {
+					rates = append(rates, r)
+				}
+				if r < prev && at > stop+200*time.Millisecond {
+					t.Errorf("at %v the rate fell from %.1f to %.1f/s, after the server had stopped refusing at %v", at, prev, r, stop)
+				}
+				// A cut, or the first: the rate fell at a throttle. (It
+				// also falls, by a little, when a success finds the
+				// client sent less than half its rate, as in the slow
+				// start's first half-second: that is no cut.)
+				if r < prev && throttled || prev == 0 && r > 0 {
+					cutAt, from, checked, above = at, r/beta, false, false
+				}
+				prev = r
+				if from == 0 {
+					return
+				}
+				k := time.Duration(math.Cbrt(from*(1-beta)/scale) * float64(time.Second))
+				// An answer moves the rate: allow a few round trips.
+				if since := at - cutAt; !checked && since >= k+200*time.Millisecond {
+					checked = true
+					if r < 0.99*from {
+						t.Errorf("%v after the cut at %v from %.1f/s: the rate is %.1f/s, want it back within K = %v", since, cutAt, from, r, k)
+					}
+				}
+				if since := at - cutAt; !above && since >= k+5*time.Second+200*time.Millisecond {
+					above = true
+					if want := from + scale*125; r < 0.98*want {
+						t.Errorf("%v after the cut at %v from %.1f/s: the rate is %.1f/s, want at least %.1f/s, C·5³ above it 5s after K", since, cutAt, from, r, want)
+					}
+				}
+			}
+			secs := lateRun{
+				callers:  20,
+				deadline: time.Second,
+				lates:    lates,
+				serve:    serve,
+				feedback: func(ok bool) rebound.RateFeedback { return rebound.RateFeedback{Throttled: !ok} },
+				length:   14 * time.Second,
+				sample:   sample,
+			}.run(t, l)
+			if cutAt >= stop+time.Second || !above {
+				t.Fatalf("last cut at %v, the climb checked: %v; want a cut before the server stopped at %v and the climb checked", cutAt, above, stop)
+			}
+			for i, s := range secs {
+				t.Logf("second %2d: rate %5.1f, sent %3d, accepted %3d, refused %4d", i, rates[i], s.sent, s.accepted, s.refused)
+			}
+			// The callers send at the rate, as far as twenty callers
+			// whose round trips take 52ms or more can (385/s), and a
+			// second behind it: the turns of a second's queue were given
+			// at the rate of when they were taken.
+			for i := int(stop/time.Second) + 1; i < len(secs); i++ {
+				rate := min(rates[i-1], rates[i])
+				if s, want := secs[i], 0.9*min(rate, 300); float64(s.sent) < want || s.sent != s.accepted {
+					t.Errorf("second %d: %d sent, %d accepted, the rate %.1f/s at its start and a second before; want at least %.0f, all accepted", i, s.sent, s.accepted, rate, want)
+				}
+			}
+		})
+	}
 }
