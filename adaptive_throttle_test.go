@@ -138,6 +138,54 @@ func TestAdaptiveThrottleOutageAndRecovery(t *testing.T) {
 	}
 }
 
+// TestAdaptiveThrottleRecoveryTime: after a full outage longer than the
+// window, the share of requests sent grows about e^x-fold per window
+// (x = K·(1 − e^−x)), and a client that sends N requests a second sends
+// them all again after about Window·ln(N·Window)/x, as the type's doc
+// says: within 1.1 times that, and not before half of it.
+func TestAdaptiveThrottleRecoveryTime(t *testing.T) {
+	for _, c := range []struct {
+		k      float64
+		rate   int // requests per second
+		window time.Duration
+	}{
+		{2, 10, time.Minute},
+		{2, 1, 2 * time.Minute},
+		{2, 100, 2 * time.Minute},
+		{1.5, 10, time.Minute},
+	} {
+		th, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{K: c.k, Window: c.window})
+		u := func(i int) float64 { return math.Mod(float64(i)*0.618033988749895, 1) }
+		step := time.Second / time.Duration(c.rate)
+		now, i := t0, 0
+		for range 3 * int(c.window/step) { // the outage: three windows
+			now = now.Add(step)
+			th.Allow(now, u(i))
+			i++
+		}
+		x := 1.0
+		for range 100 {
+			x = c.k * (1 - math.Exp(-x))
+		}
+		want := time.Duration(c.window.Seconds() * math.Log(float64(c.rate)*c.window.Seconds()) / x * float64(time.Second))
+		start, back := now, time.Duration(0)
+		for now.Sub(start) < 2*want {
+			now = now.Add(step)
+			if th.Allow(now, u(i)) {
+				th.Accepted(now)
+			}
+			i++
+			if th.RejectProbability(now) == 0 {
+				back = now.Sub(start)
+				break
+			}
+		}
+		if back == 0 || back > want*11/10 || back < want/2 {
+			t.Errorf("K %v, %d/s, window %v: every request sent again after %v, want about %v (x = %.2f)", c.k, c.rate, c.window, back, want, x)
+		}
+	}
+}
+
 func TestAdaptiveThrottleConcurrent(t *testing.T) {
 	th, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{})
 	var wg sync.WaitGroup
