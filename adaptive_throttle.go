@@ -91,7 +91,10 @@ func (c AdaptiveThrottleConfig) Validate() error {
 // A request the throttle rejects still counts in requests, as the book
 // says: that keeps the rejection probability up for as long as the server
 // refuses, instead of letting every rejection raise the next request's
-// chances. Each attempt of a retried or hedged call is one request.
+// chances. Each attempt of a retried or hedged call is one request. A
+// request that another part of the client keeps home (the adaptive rate
+// limit) is withdrawn (see [AdaptiveThrottle.Withdraw]): it is not the
+// server's refusal.
 //
 // Time and randomness are arguments, so that tests and simulations drive
 // it. An AdaptiveThrottle is safe for concurrent use. Use
@@ -167,6 +170,26 @@ func (t *AdaptiveThrottle) Allow(now time.Time, u float64) bool {
 	t.requests[i]++
 	t.sumReqs++
 	return u >= p
+}
+
+// Withdraw takes back a request that [AdaptiveThrottle.Allow] counted at
+// at and let go, but that never reached the server for a reason of the
+// client's own: the adaptive rate limit kept it home (its turn would have
+// come after its deadline, or its context ended while it waited). It
+// counts neither as a request nor as a refusal: only the server's answers
+// say whether it is overloaded. Withdraw each such request once; one
+// counted before the window moves nothing.
+func (t *AdaptiveThrottle) Withdraw(at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id := floorDiv(at.UnixNano(), t.width)
+	if id > t.head || id <= t.head-adaptiveSlots {
+		return
+	}
+	if i := ringIndex(id); t.requests[i] > 0 {
+		t.requests[i]--
+		t.sumReqs--
+	}
 }
 
 // Accepted counts a request the server accepted at now: it answered, with

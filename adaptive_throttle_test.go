@@ -186,6 +186,31 @@ func TestAdaptiveThrottleRecoveryTime(t *testing.T) {
 	}
 }
 
+// TestAdaptiveThrottleWithdraw: a request taken back counts neither as a
+// request nor as a refusal; one counted before the window, or in a slot
+// that holds none, takes nothing back.
+func TestAdaptiveThrottleWithdraw(t *testing.T) {
+	th, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{Window: time.Minute})
+	for i := range 10 {
+		th.Allow(t0.Add(time.Duration(i)*time.Second), 0.5)
+	}
+	th.Withdraw(t0.Add(3 * time.Second))
+	th.Withdraw(t0.Add(30 * time.Second)) // no request there
+	if r, a := th.Counts(t0.Add(10 * time.Second)); r != 9 || a != 0 {
+		t.Fatalf("after one withdrawn: %d requests, %d accepts; want 9 and 0", r, a)
+	}
+	later := t0.Add(90 * time.Second)
+	th.Allow(later, 0.5)
+	th.Withdraw(t0.Add(4 * time.Second)) // before the window
+	if r, _ := th.Counts(later); r != 1 {
+		t.Fatalf("a request from before the window withdrawn: %d requests, want 1", r)
+	}
+	th.Withdraw(later)
+	if r, _ := th.Counts(later); r != 0 || th.RejectProbability(later) != 0 {
+		t.Fatalf("%d requests after the last was withdrawn, want 0", r)
+	}
+}
+
 func TestAdaptiveThrottleConcurrent(t *testing.T) {
 	th, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{})
 	var wg sync.WaitGroup

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/connectretry"
+	"github.com/rebound-go/rebound/internal/adaptive"
 	"github.com/rebound-go/rebound/internal/clocktest"
 	"github.com/rebound-go/rebound/internal/limittest"
 	"github.com/rebound-go/rebound/internal/ratelimit"
@@ -380,6 +381,80 @@ func (h hostRewriter) Do(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.URL.Host, r.Host = u.Host, u.Host
 	return h.c.Do(r)
+}
+
+// TestAdaptiveThrottleBehindRateLimit: as grpcretry's. With the adaptive
+// throttle and the rate limit both on, a call the rate limit keeps home
+// (unary calls and streams refused for their deadline, a call cancelled
+// in its wait) counts in the throttle neither as a request nor as a
+// refusal nor as an accept; the next call goes. (The throttle counted the
+// rate limit's refusals as the server's and kept the calls home itself.)
+func TestAdaptiveThrottleBehindRateLimit(t *testing.T) {
+	s, ans := scriptedServer(t)
+	name := fmt.Sprint("behind-", time.Now().UnixNano())
+	c, clk := limitedClients(t, s, nil, connectretry.WithServerName(name), connectretry.WithAdaptiveThrottle(rebound.AdaptiveThrottleConfig{}))
+	th := adaptive.Throttle(name, rebound.AdaptiveThrottleConfig{})
+	call := func(ctx context.Context) error {
+		_, err := c.unary.CallUnary(ctx, connect.NewRequest(&msg{Value: "x"}))
+		return err
+	}
+	ans.Store(&answer{code: connect.CodeResourceExhausted})
+	if err := call(context.Background()); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("got %v, want the server's resource_exhausted", err)
+	}
+	ans.Store(&answer{})
+	// The next turn is over a second away: calls with 50ms are refused.
+	kept := 0 // by the throttle
+	for i := range 20 {
+		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(50*time.Millisecond))
+		var err error
+		if i%2 == 0 {
+			err = call(ctx)
+		} else {
+			var st *connect.ServerStreamForClient[msg]
+			if st, err = c.serverStream.CallServerStream(ctx, connect.NewRequest(&msg{Value: "x"})); err == nil {
+				for st.Receive() {
+				}
+				err = st.Err()
+				_ = st.Close()
+			}
+		}
+		cancel()
+		switch {
+		case errors.Is(err, rebound.ErrRateLimited):
+		case errors.Is(err, rebound.ErrRejectedLocally):
+			kept++
+		default:
+			t.Fatalf("call %d: %v, want ErrRateLimited", i, err)
+		}
+	}
+	if r, a := th.Counts(clk.Now()); r != 1 || a != 0 || kept != 0 {
+		t.Fatalf("after the refusals the throttle counts %d requests and %d accepts and kept %d calls home, want 1, 0 and none: the server saw one call and refused it", r, a, kept)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- call(ctx) }()
+	if !clk.WaitPending(1) {
+		t.Fatal("the call did not wait for its turn")
+	}
+	cancel()
+	if err := <-done; connect.CodeOf(err) != connect.CodeCanceled {
+		t.Fatalf("cancelled wait: %v", err)
+	}
+	if r, a := th.Counts(clk.Now()); r != 1 || a != 0 {
+		t.Fatalf("after a cancelled wait the throttle counts %d requests and %d accepts, want 1 and 0", r, a)
+	}
+	go func() { done <- call(context.Background()) }()
+	if !clk.WaitPending(1) {
+		t.Fatalf("the call did not wait for its turn: %v", <-done)
+	}
+	clk.Advance(2 * time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := s.count(unary); n != 2 {
+		t.Fatalf("the server saw %d calls, want 2", n)
+	}
 }
 
 // TestAdaptiveRateLimitRecovers: see httpretry's. A connect handler that

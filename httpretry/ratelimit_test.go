@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"runtime"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/httpretry"
+	"github.com/rebound-go/rebound/internal/adaptive"
 	"github.com/rebound-go/rebound/internal/bounded"
 	"github.com/rebound-go/rebound/internal/clocktest"
 	"github.com/rebound-go/rebound/internal/limittest"
@@ -349,6 +351,68 @@ func BenchmarkAdaptiveRateLimitSlowStart(b *testing.B) {
 				b.StartTimer()
 			}
 		})
+	}
+}
+
+// TestAdaptiveThrottleBehindRateLimit: as grpcretry's. With the adaptive
+// throttle and the rate limit both on, a request the rate limit keeps
+// home (refused for its deadline, or cancelled in its wait) counts in the
+// throttle neither as a request nor as a refusal nor as an accept; the
+// next request goes. (The throttle counted the rate limit's refusals as
+// the host's and kept the requests home itself.)
+func TestAdaptiveThrottleBehindRateLimit(t *testing.T) {
+	srv := newScripted(t)
+	clk := clocktest.New()
+	client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport,
+		httpretry.WithClock(clk), httpretry.WithRandom(clocktest.NewRand(0.5)), httpretry.WithMaxAttempts(1),
+		httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}), httpretry.WithAdaptiveThrottle(rebound.AdaptiveThrottleConfig{}))}
+	u, _ := url.Parse(srv.URL)
+	th := adaptive.Throttle(u.Host, rebound.AdaptiveThrottleConfig{})
+	srv.answer(http.StatusTooManyRequests, "")
+	if code, err := rlGet(context.Background(), client, srv.URL); err != nil || code != http.StatusTooManyRequests {
+		t.Fatalf("%d, %v; want the 429", code, err)
+	}
+	srv.answer(http.StatusOK, "")
+	// The next turn is over a second away: requests with 50ms are refused.
+	kept := 0 // by the throttle
+	for i := range 20 {
+		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(50*time.Millisecond))
+		_, err := rlGet(ctx, client, srv.URL)
+		cancel()
+		switch {
+		case errors.Is(err, rebound.ErrRateLimited):
+		case errors.Is(err, rebound.ErrRejectedLocally):
+			kept++
+		default:
+			t.Fatalf("request %d: %v, want ErrRateLimited", i, err)
+		}
+	}
+	if r, a := th.Counts(clk.Now()); r != 1 || a != 0 || kept != 0 {
+		t.Fatalf("after the refusals the throttle counts %d requests and %d accepts and kept %d requests home, want 1, 0 and none: the host saw one request and refused it", r, a, kept)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { _, err := rlGet(ctx, client, srv.URL); done <- err }()
+	if !clk.WaitPending(1) {
+		t.Fatal("the request did not wait for its turn")
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v", err)
+	}
+	if r, a := th.Counts(clk.Now()); r != 1 || a != 0 {
+		t.Fatalf("after a cancelled wait the throttle counts %d requests and %d accepts, want 1 and 0", r, a)
+	}
+	go func() { _, err := rlGet(context.Background(), client, srv.URL); done <- err }()
+	if !clk.WaitPending(1) {
+		t.Fatalf("the request did not wait for its turn: %v", <-done)
+	}
+	clk.Advance(2 * time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.seen.Load(); n != 2 {
+		t.Fatalf("the host saw %d requests, want 2", n)
 	}
 }
 

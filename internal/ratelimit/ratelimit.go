@@ -5,6 +5,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -109,6 +110,31 @@ func (g *Gate) sleep(ctx context.Context, clk rebound.Clock, d time.Duration, wa
 		return context.Cause(ctx)
 	}
 	return nil
+}
+
+// KeptHome is the error of an attempt that Wait kept home, in the front
+// door's words: refused for its deadline, or its context ended while it
+// waited for its turn. It never reached the server, so an adaptive
+// throttle in front of the rate limit takes it back (see IsKeptHome)
+// rather than count it as the server's refusal, or, cancelled, as the
+// server's answer.
+type KeptHome interface {
+	error
+	KeptHome()
+}
+
+// Kept returns err as a KeptHome error that unwraps to err.
+func Kept(err error) error { return kept{err} }
+
+type kept struct{ error }
+
+func (k kept) Unwrap() error { return k.error }
+func (kept) KeptHome()       {}
+
+// IsKeptHome reports whether err is, or wraps, a KeptHome error.
+func IsKeptHome(err error) bool {
+	var k KeptHome
+	return errors.As(err, &k)
 }
 
 // Observe tells the limiter the answer to the attempt sent with r.
