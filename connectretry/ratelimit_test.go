@@ -457,6 +457,51 @@ func TestAdaptiveThrottleBehindRateLimit(t *testing.T) {
 	}
 }
 
+// TestAdaptiveThrottleStreamGivesTurnBack: a stream's turn comes before
+// the adaptive throttle's word (connect gives the peer's address with the
+// stream), so a stream the throttle keeps home gives its turn back: ten
+// kept home in the rate limit's slow start leave its window open. (They
+// kept their places in it: after six, a stream waited for an answer that
+// no stream in flight would give.)
+func TestAdaptiveThrottleStreamGivesTurnBack(t *testing.T) {
+	s, ans := scriptedServer(t)
+	c, clk := limitedClients(t, s, nil, connectretry.WithAdaptiveThrottle(rebound.AdaptiveThrottleConfig{}))
+	ans.Store(&answer{code: connect.CodeUnavailable}) // not a throttle: the limit stays in its slow start
+	for range 2 {
+		if _, err := c.unary.CallUnary(context.Background(), connect.NewRequest(&msg{Value: "x"})); connect.CodeOf(err) != connect.CodeUnavailable {
+			t.Fatalf("got %v, want the server's unavailable", err)
+		}
+	}
+	for i := range 10 {
+		done := make(chan error, 1)
+		go func() {
+			st, err := c.serverStream.CallServerStream(context.Background(), connect.NewRequest(&msg{Value: "x"}))
+			if err == nil {
+				for st.Receive() {
+				}
+				err = st.Err()
+				_ = st.Close()
+			}
+			done <- err
+		}()
+		for waiting := false; ; waiting = clk.Pending() > 0 {
+			if waiting {
+				clk.Advance(time.Second) // let it go, to end the test
+				t.Fatalf("stream %d waited for a turn in the slow start", i)
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, rebound.ErrRejectedLocally) || errors.Is(err, rebound.ErrRateLimited) {
+					t.Fatalf("stream %d: %v, want the throttle's local rejection", i, err)
+				}
+			case <-time.After(time.Millisecond):
+				continue
+			}
+			break
+		}
+	}
+}
+
 // TestAdaptiveRateLimitRecovers: see httpretry's. A connect handler that
 // accepts 20 calls a second (a burst of 2) for 2s and answers the rest
 // ResourceExhausted, then accepts everything; twenty callers on the real

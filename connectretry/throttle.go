@@ -67,7 +67,8 @@ func gatedUnary(g *adaptive.Gate, next connect.UnaryFunc) connect.UnaryFunc {
 // accepted. A stream kept home never sends: connect makes the request on
 // the first write. The conn comes first, for its peer's address, and with
 // it the rate limit's word (see limitedStreaming): a stream the rate
-// limit kept home is not the throttle's to count.
+// limit kept home is not the throttle's to count, and one it let go that
+// the throttle keeps home gives its turn back.
 func (i *Interceptor) gatedStreaming(next connect.StreamingClientFunc) connect.StreamingClientFunc {
 	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
 		conn := next(ctx, spec)
@@ -76,6 +77,9 @@ func (i *Interceptor) gatedStreaming(next connect.StreamingClientFunc) connect.S
 		}
 		g := i.target(conn.Peer().Addr).gate
 		if _, ok := g.Allow(); !ok {
+			if lc, ok := conn.(*limitedConn); ok {
+				lc.gate.Cancel(lc.r)
+			}
 			return newErrConn(spec, rejectedLocally())
 		}
 		return &gatedConn{StreamingClientConn: conn, gate: g}

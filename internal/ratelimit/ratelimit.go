@@ -137,6 +137,14 @@ func IsKeptHome(err error) bool {
 	return errors.As(err, &k)
 }
 
+// Cancel gives back the turn r that Wait gave an attempt that did not go
+// after all (an adaptive throttle kept it home).
+func (g *Gate) Cancel(r rebound.Reservation) {
+	if g != nil && g.Limiter != nil {
+		g.Limiter.Cancel(r, g.clock().Now())
+	}
+}
+
 // Observe tells the limiter the answer to the attempt sent with r.
 func (g *Gate) Observe(r rebound.Reservation, f rebound.RateFeedback) {
 	if g != nil && g.Limiter != nil {
