@@ -207,15 +207,18 @@ func (r Reservation) Delay(now time.Time) time.Duration { return max(0, r.at.Sub
 // and 5.3s from 200/s; the rate is 10/s above W 2.9s after that, 100/s
 // above it 6.3s after; from the floor of 0.5/s it is at 20/s about 4.4s
 // after the cut. The climb goes no higher than twice the rate the client
-// is measured to send, so this holds while the callers ask for more than
-// the rate. It holds on a busy machine too: a wait whose timer fires late
-// keeps its turn (see [RateLimiter.Ready]) and an attempt refused for its
-// deadline takes none (see [RateLimiter.ReserveBy]), so the client sends
-// at its rate, its measured rate does not fall, and nothing but a
-// throttle lowers the rate. (Before, a client under -race on a loaded
-// machine fell to a few requests a second after the server had stopped
-// refusing: its late timers and refusals cost it turns, and the
-// successes it then measured at a lower rate lowered the rate.)
+// is measured to send (and a success may bring the rate down to that, as
+// in the AWS SDKs), so this holds while the callers ask for more than the
+// rate. It holds on a busy machine too: a wait whose timer fires late
+// keeps its turn (see [RateLimiter.Ready]), an attempt refused for its
+// deadline takes none (see [RateLimiter.ReserveBy]), and while callers
+// are refused for want of turns a success never lowers the rate, whatever
+// the measure (answers come in late on a loaded machine, and a wait that
+// ends past its deadline leaves its turn unused). Before, a client under
+// -race on a loaded machine fell to a request or two a second after the
+// server had stopped refusing: its refusals, its late timers and its
+// late answers cost it turns and measure, and each success then lowered
+// the rate.
 //
 // Time is an argument, so that tests and simulations drive it; waiting is
 // the caller's (the clients of grpcretry, connectretry and httpretry wait
@@ -262,6 +265,7 @@ type RateLimiter struct {
 	cutSeq   int64     // attempts sent before the last cut
 	seq      int64     // attempts sent
 	holdTill time.Time // the server's explicit wait: no climb before
+	refused  time.Time // the last attempt refused for its deadline
 }
 
 // The slow start: the attempts in flight at first, the window at which
@@ -295,14 +299,15 @@ func (l *RateLimiter) Reserve(now time.Time) Reservation {
 }
 
 // ReserveBy is Reserve for an attempt that must go by deadline (the zero
-// time for none). When its turn would come after deadline it takes
-// nothing, changes nothing, and reports false: the attempt is refused
-// locally, and the refusal leaves no trace in the limiter, however many
-// callers are refused at once. (A token taken and given back with Cancel
-// is not the same: when another caller reserved in between, the first
-// token cannot be given back, and on a busy machine, where callers are
-// refused in a tight loop, each of those left a turn in the queue that no
-// attempt used, until the queue ran ahead of every deadline and nothing
+// time for none). When its turn would come after deadline it takes nothing
+// and reports false: the attempt is refused locally, and the refusal
+// leaves no trace in the limiter's queue or rounds, however many callers
+// are refused at once; the limiter only notes that callers ask for more
+// than its rate (see [RateLimiter]). (A token taken and given back with
+// Cancel is not the same: when another caller reserved in between, the
+// first token cannot be given back, and on a busy machine, where callers
+// are refused in a tight loop, each of those left a turn in the queue that
+// no attempt used, until the queue ran ahead of every deadline and nothing
 // was sent at all.) A reservation of the slow start (see
 // [Reservation.Answer]) is not refused: its wait has no known end but the
 // slow start's, and an answer usually comes within a round trip.
@@ -347,6 +352,7 @@ func (l *RateLimiter) ReserveBy(now, deadline time.Time) (Reservation, bool) {
 		}
 	}
 	if !deadline.IsZero() && at.After(deadline) {
+		l.refused = now
 		return Reservation{at: at}, false
 	}
 	l.took(now)
@@ -453,7 +459,22 @@ func (l *RateLimiter) Observe(r Reservation, now time.Time, f RateFeedback) {
 		}
 		return
 	default:
-		next = l.climb(now)
+		// The climb goes no higher than twice the rate measured, so that
+		// a client that sends little does not earn a rate it never
+		// tried, and a success may bring the rate down to that. Not
+		// while callers are refused for want of turns, though: the
+		// client then asks for more than the rate, and a measure below
+		// it is its own doing (on a loaded machine its answers come in
+		// late, and a wait that ends past its deadline leaves its turn
+		// unused), not the server's word. Lowering the rate on it
+		// spiralled a client under -race on a loaded machine down to a
+		// request or two a second after the server had stopped refusing.
+		limit := 2 * l.sendRate(now)
+		if !l.refused.IsZero() && now.Sub(l.refused) < time.Second {
+			limit = max(limit, l.rate)
+		}
+		l.setRate(now, min(l.climb(now), limit))
+		return
 	}
 	l.setRate(now, min(next, 2*l.sendRate(now)))
 }

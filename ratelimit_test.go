@@ -429,6 +429,39 @@ func TestRateLimiterReserveBy(t *testing.T) {
 	}
 }
 
+// TestRateLimiterMeasureWhileRefusing: a success may bring the rate down
+// to twice the rate measured, as in the AWS SDKs, when the client sends
+// little; not while its callers are refused for want of turns, when a
+// low measure is the client's own (answers late on a loaded machine,
+// turns left unused by waits that ended past their deadlines).
+func TestRateLimiterMeasureWhileRefusing(t *testing.T) {
+	for _, refusing := range []bool{false, true} {
+		l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+		feed(l, 0, 2, 10, false)
+		r := l.Reserve(at(2))
+		l.Observe(r, at(2), rebound.RateFeedback{Throttled: true})
+		cut := l.Rate() // about 7/s
+		// Four seconds without an answer: when refusing, the callers hold
+		// turns whose waits will end past their deadlines, and the next
+		// is refused.
+		if refusing {
+			for range 3 {
+				l.Reserve(at(5.5))
+			}
+			if _, ok := l.ReserveBy(at(5.5), at(5.501)); ok {
+				t.Fatal("a turn within 1ms was given behind three")
+			}
+		}
+		l.Observe(rebound.Reservation{}, at(6), rebound.RateFeedback{})
+		switch got := l.Rate(); {
+		case refusing && got < cut:
+			t.Errorf("a success while callers were refused lowered the rate from %.1f to %.1f", cut, got)
+		case !refusing && got >= cut:
+			t.Errorf("a success after four quiet seconds left the rate at %.1f, want it lowered to twice the measure", got)
+		}
+	}
+}
+
 // BenchmarkRateLimiter is the limiter's cost per attempt, Reserve and
 // Observe, from parallel goroutines sharing one limiter: before any
 // throttle, and limiting at a rate no attempt has to wait for.

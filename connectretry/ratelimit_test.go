@@ -508,13 +508,14 @@ func TestAdaptiveThrottleStreamGivesTurnBack(t *testing.T) {
 // clock: the handler soon accepts more than 20 a second again.
 func TestAdaptiveRateLimitRecovers(t *testing.T) {
 	lim := limittest.New(20, 2, 2*time.Second)
+	name := fmt.Sprint("recovers-", time.Now().UnixNano())
 	s := startServer(t, handlers{unary: func(context.Context, int, *request) (*connect.Response[msg], error) {
 		if !lim.Allow() {
 			return nil, connect.NewError(connect.CodeResourceExhausted, errors.New("limited"))
 		}
 		return connect.NewResponse(&msg{}), nil
 	}}, false)
-	i, err := connectretry.New(nil, connectretry.WithServerName(fmt.Sprint("recovers-", time.Now().UnixNano())),
+	i, err := connectretry.New(nil, connectretry.WithServerName(name),
 		connectretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))
 	if err != nil {
 		t.Fatal(err)
@@ -523,6 +524,6 @@ func TestAdaptiveRateLimitRecovers(t *testing.T) {
 	took, refused := limittest.Recovery(t, lim, 20, 15*time.Second, func(ctx context.Context) error {
 		_, err := c.unary.CallUnary(ctx, connect.NewRequest(&msg{Value: "x"}))
 		return err
-	})
+	}, func() float64 { return ratelimit.Limiter(name, rebound.AdaptiveRateLimit{}).Rate() })
 	t.Logf("back above 20/s %v after the server stopped limiting; %d calls refused locally", took, refused)
 }

@@ -450,6 +450,7 @@ func TestAdaptiveThrottleBehindRateLimit(t *testing.T) {
 // second again.
 func TestAdaptiveRateLimitRecovers(t *testing.T) {
 	lim := limittest.New(20, 2, 2*time.Second)
+	name := fmt.Sprint("recovers-", time.Now().UnixNano())
 	srv := grpctest.Start(t, grpctest.Handlers{
 		Unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 			if !lim.Allow() {
@@ -458,7 +459,7 @@ func TestAdaptiveRateLimitRecovers(t *testing.T) {
 			return &testpb.SimpleResponse{}, nil
 		},
 	})
-	c, err := grpcretry.New(nil, grpcretry.WithServerName(fmt.Sprint("recovers-", time.Now().UnixNano())),
+	c, err := grpcretry.New(nil, grpcretry.WithServerName(name),
 		grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))
 	if err != nil {
 		t.Fatal(err)
@@ -467,6 +468,6 @@ func TestAdaptiveRateLimitRecovers(t *testing.T) {
 	took, refused := limittest.Recovery(t, lim, 20, 15*time.Second, func(ctx context.Context) error {
 		_, err := tc.UnaryCall(ctx, grpctest.Request("x"))
 		return err
-	})
+	}, func() float64 { return ratelimit.Limiter(name, rebound.AdaptiveRateLimit{}).Rate() })
 	t.Logf("back above 20/s %v after the server stopped limiting; %d calls refused locally", took, refused)
 }

@@ -441,6 +441,9 @@ func TestAdaptiveRateLimitRecovers(t *testing.T) {
 	took, refused := limittest.Recovery(t, lim, 20, 15*time.Second, func(ctx context.Context) error {
 		_, err := rlGet(ctx, client, srv.URL)
 		return err
+	}, func() float64 {
+		u, _ := url.Parse(srv.URL)
+		return ratelimit.Limiter(u.Host, rebound.AdaptiveRateLimit{}).Rate()
 	})
 	t.Logf("back above 20/s %v after the server stopped limiting; %d calls refused locally", took, refused)
 }

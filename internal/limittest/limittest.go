@@ -74,13 +74,14 @@ func (l *Limit) acceptedSince(t time.Time) int {
 
 // Recovery has callers goroutines call back to back, each call with a
 // deadline a second away, until the server, its limit stopped, has
-// accepted more than the limit's rate over the last second. It reports
-// how long after the stop that was, and how many calls the client's rate
-// limit refused (rebound.ErrRateLimited); it fails t when that takes more
-// than within after the stop. A call refused at once is tried again at
-// once, as busy callers do: on a loaded machine, that is what ran the
-// adaptive rate limit's queue ahead of every deadline.
-func Recovery(t testing.TB, l *Limit, callers int, within time.Duration, call func(context.Context) error) (took time.Duration, refused int) {
+// accepted more than the limit's rate over the last second. It reports how
+// long after the stop that was, and how many calls the client's rate limit
+// refused (rebound.ErrRateLimited); it fails t when that takes more than
+// within after the stop, with rate, the client's rate, each second. A call
+// refused at once is tried again at once, as busy callers do: on a loaded
+// machine, that is what ran the adaptive rate limit's queue ahead of every
+// deadline.
+func Recovery(t testing.TB, l *Limit, callers int, within time.Duration, call func(context.Context) error, rate func() float64) (took time.Duration, refused int) {
 	t.Helper()
 	stop := l.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -105,14 +106,18 @@ func Recovery(t testing.TB, l *Limit, callers int, within time.Duration, call fu
 	}()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	for {
+	var rates []float64 // the client's rate, each second
+	for i := 1; ; i++ {
 		now := <-tick.C
+		if i%20 == 0 {
+			rates = append(rates, rate())
+		}
 		last := l.acceptedSince(now.Add(-time.Second))
 		if now.After(stop.Add(time.Second)) && last > int(l.rate) {
 			return now.Sub(stop), int(n.Load())
 		}
 		if now.After(stop.Add(within)) {
-			t.Errorf("%v after the server stopped limiting, it accepted %d requests in the last second (the client refused %d calls in all), want more than its limit, %v a second", within, last, n.Load(), l.rate)
+			t.Errorf("%v after the server stopped limiting, it accepted %d requests in the last second (the client refused %d calls in all; its rate each second: %.1f), want more than its limit, %v a second", within, last, n.Load(), rates, l.rate)
 			return now.Sub(stop), int(n.Load())
 		}
 	}
