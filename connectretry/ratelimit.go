@@ -46,15 +46,16 @@ func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimitConfig) Option {
 	return optionFunc(func(o *options) { o.SetRateLimit(c) })
 }
 
-// waitError turns the error of a wait into an attempt's error.
+// waitError turns the error of a wait into an attempt's error, which
+// wraps a ratelimit.KeptHome: the attempt did not leave.
 func waitError(ctx context.Context, err error) *connect.Error {
 	switch {
 	case errors.Is(err, rebound.ErrRateLimited):
-		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("connectretry: %w", err))
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("connectretry: %w", ratelimit.Kept(err)))
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return connect.NewError(connect.CodeDeadlineExceeded, err)
+		return connect.NewError(connect.CodeDeadlineExceeded, ratelimit.Kept(err))
 	}
-	return connect.NewError(connect.CodeCanceled, err)
+	return connect.NewError(connect.CodeCanceled, ratelimit.Kept(err))
 }
 
 // awaitVerdict gives an attempt's context a place where its answer waits

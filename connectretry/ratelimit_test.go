@@ -18,7 +18,9 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/connectretry"
+	"github.com/rebound-go/rebound/internal/adaptive"
 	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/limittest"
 	"github.com/rebound-go/rebound/internal/ratelimit"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
@@ -121,10 +123,14 @@ func TestAdaptiveRateLimit(t *testing.T) {
 		t.Fatalf("%d waits, want 2: the third must not wait", n)
 	}
 	// Both waits end at once: one goes, and the other, which would reach
-	// the server with it as a burst, takes a new turn.
+	// the server with it as a burst, keeps its turn and waits out half a
+	// spacing (a new turn would be a whole spacing after the last).
 	clk.Advance(time.Second)
 	if !clk.WaitPending(1) {
-		t.Fatal("the second did not take a new turn")
+		t.Fatal("the second did not wait out half a spacing")
+	}
+	if s := clk.Sleeps(); (s[1]-s[0])/2-s[len(s)-1] > time.Millisecond || s[len(s)-1]-(s[1]-s[0])/2 > time.Millisecond {
+		t.Fatalf("waits %v: the second waits %v more, want half the spacing, %v", s, s[len(s)-1], (s[1]-s[0])/2)
 	}
 	clk.Advance(time.Second)
 	wg.Wait()
@@ -375,4 +381,149 @@ func (h hostRewriter) Do(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.URL.Host, r.Host = u.Host, u.Host
 	return h.c.Do(r)
+}
+
+// TestAdaptiveThrottleBehindRateLimit: as grpcretry's. With the adaptive
+// throttle and the rate limit both on, a call the rate limit keeps home
+// (unary calls and streams refused for their deadline, a call cancelled
+// in its wait) counts in the throttle neither as a request nor as a
+// refusal nor as an accept; the next call goes. (The throttle counted the
+// rate limit's refusals as the server's and kept the calls home itself.)
+func TestAdaptiveThrottleBehindRateLimit(t *testing.T) {
+	s, ans := scriptedServer(t)
+	name := fmt.Sprint("behind-", time.Now().UnixNano())
+	c, clk := limitedClients(t, s, nil, connectretry.WithServerName(name), connectretry.WithAdaptiveThrottle(rebound.AdaptiveThrottleConfig{}))
+	th := adaptive.Throttle(name, rebound.AdaptiveThrottleConfig{})
+	call := func(ctx context.Context) error {
+		_, err := c.unary.CallUnary(ctx, connect.NewRequest(&msg{Value: "x"}))
+		return err
+	}
+	ans.Store(&answer{code: connect.CodeResourceExhausted})
+	if err := call(context.Background()); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("got %v, want the server's resource_exhausted", err)
+	}
+	ans.Store(&answer{})
+	// The next turn is over a second away: calls with 50ms are refused.
+	kept := 0 // by the throttle
+	for i := range 20 {
+		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(50*time.Millisecond))
+		var err error
+		if i%2 == 0 {
+			err = call(ctx)
+		} else {
+			var st *connect.ServerStreamForClient[msg]
+			if st, err = c.serverStream.CallServerStream(ctx, connect.NewRequest(&msg{Value: "x"})); err == nil {
+				for st.Receive() {
+				}
+				err = st.Err()
+				_ = st.Close()
+			}
+		}
+		cancel()
+		switch {
+		case errors.Is(err, rebound.ErrRateLimited):
+		case errors.Is(err, rebound.ErrRejectedLocally):
+			kept++
+		default:
+			t.Fatalf("call %d: %v, want ErrRateLimited", i, err)
+		}
+	}
+	if r, a := th.Counts(clk.Now()); r != 1 || a != 0 || kept != 0 {
+		t.Fatalf("after the refusals the throttle counts %d requests and %d accepts and kept %d calls home, want 1, 0 and none: the server saw one call and refused it", r, a, kept)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- call(ctx) }()
+	if !clk.WaitPending(1) {
+		t.Fatal("the call did not wait for its turn")
+	}
+	cancel()
+	if err := <-done; connect.CodeOf(err) != connect.CodeCanceled {
+		t.Fatalf("cancelled wait: %v", err)
+	}
+	if r, a := th.Counts(clk.Now()); r != 1 || a != 0 {
+		t.Fatalf("after a cancelled wait the throttle counts %d requests and %d accepts, want 1 and 0", r, a)
+	}
+	go func() { done <- call(context.Background()) }()
+	if !clk.WaitPending(1) {
+		t.Fatalf("the call did not wait for its turn: %v", <-done)
+	}
+	clk.Advance(2 * time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := s.count(unary); n != 2 {
+		t.Fatalf("the server saw %d calls, want 2", n)
+	}
+}
+
+// TestAdaptiveThrottleStreamGivesTurnBack: a stream's turn comes before
+// the adaptive throttle's word (connect gives the peer's address with the
+// stream), so a stream the throttle keeps home gives its turn back: ten
+// kept home in the rate limit's slow start leave its window open. (They
+// kept their places in it: after six, a stream waited for an answer that
+// no stream in flight would give.)
+func TestAdaptiveThrottleStreamGivesTurnBack(t *testing.T) {
+	s, ans := scriptedServer(t)
+	c, clk := limitedClients(t, s, nil, connectretry.WithAdaptiveThrottle(rebound.AdaptiveThrottleConfig{}))
+	ans.Store(&answer{code: connect.CodeUnavailable}) // not a throttle: the limit stays in its slow start
+	for range 2 {
+		if _, err := c.unary.CallUnary(context.Background(), connect.NewRequest(&msg{Value: "x"})); connect.CodeOf(err) != connect.CodeUnavailable {
+			t.Fatalf("got %v, want the server's unavailable", err)
+		}
+	}
+	for i := range 10 {
+		done := make(chan error, 1)
+		go func() {
+			st, err := c.serverStream.CallServerStream(context.Background(), connect.NewRequest(&msg{Value: "x"}))
+			if err == nil {
+				for st.Receive() {
+				}
+				err = st.Err()
+				_ = st.Close()
+			}
+			done <- err
+		}()
+		for waiting := false; ; waiting = clk.Pending() > 0 {
+			if waiting {
+				clk.Advance(time.Second) // let it go, to end the test
+				t.Fatalf("stream %d waited for a turn in the slow start", i)
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, rebound.ErrRejectedLocally) || errors.Is(err, rebound.ErrRateLimited) {
+					t.Fatalf("stream %d: %v, want the throttle's local rejection", i, err)
+				}
+			case <-time.After(time.Millisecond):
+				continue
+			}
+			break
+		}
+	}
+}
+
+// TestAdaptiveRateLimitRecovers: see httpretry's. A connect handler that
+// accepts 20 calls a second (a burst of 2) for 2s and answers the rest
+// ResourceExhausted, then accepts everything; twenty callers on the real
+// clock: the handler soon accepts more than 20 a second again.
+func TestAdaptiveRateLimitRecovers(t *testing.T) {
+	lim := limittest.New(20, 2, 2*time.Second)
+	name := fmt.Sprint("recovers-", time.Now().UnixNano())
+	s := startServer(t, handlers{unary: func(context.Context, int, *request) (*connect.Response[msg], error) {
+		if !lim.Allow() {
+			return nil, connect.NewError(connect.CodeResourceExhausted, errors.New("limited"))
+		}
+		return connect.NewResponse(&msg{}), nil
+	}}, false)
+	i, err := connectretry.New(nil, connectretry.WithServerName(name),
+		connectretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClients(s, connectProtocol, i)
+	took, refused := limittest.Recovery(t, lim, 20, 15*time.Second, func(ctx context.Context) error {
+		_, err := c.unary.CallUnary(ctx, connect.NewRequest(&msg{Value: "x"}))
+		return err
+	}, func() float64 { return ratelimit.Limiter(name, rebound.AdaptiveRateLimitConfig{}).Rate() })
+	t.Logf("back above 20/s %v after the server stopped limiting; %d calls refused locally", took, refused)
 }
