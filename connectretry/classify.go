@@ -6,9 +6,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/internal/a6"
-	"github.com/rebound-go/rebound/internal/ratelimit"
-	"github.com/rebound-go/rebound/internal/verdict"
+	"github.com/rebound-go/rebound/connectretry/internal/engine"
 )
 
 // Failure is a failed attempt, as a classifier given to [WithClassifier]
@@ -44,35 +42,17 @@ type Failure struct {
 // per failed attempt (also for hedges racing each other), and must be
 // safe for concurrent use.
 func WithClassifier(f func(Failure, rebound.RetryInfo) rebound.RetryInfo) Option {
-	return optionFunc(func(o *options) {
+	return optionFunc(func(o *engine.Options) {
 		if f == nil {
 			o.Fail("WithClassifier: nil classifier")
 			return
 		}
-		o.classify = f
+		o.Classify = func(procedure string, err error, info rebound.RetryInfo) rebound.RetryInfo {
+			ce := new(connect.Error)
+			if !errors.As(err, &ce) {
+				ce = connect.NewError(connect.CodeUnknown, err)
+			}
+			return f(Failure{Procedure: procedure, Err: ce}, info)
+		}
 	})
-}
-
-// verdict returns what the classifier makes of a failed attempt of
-// procedure, whose error is err (ce when it is a connect error) and
-// built-in verdict info. The classifier's word on throttling settles the
-// attempt's answer to the rate limit, held in v (nil when the interceptor
-// has no rate limit, or the attempt did not wait for the verdict).
-func (o *options) verdict(v *ratelimit.Verdict, procedure string, ce *connect.Error, err error, info rebound.RetryInfo) rebound.RetryInfo {
-	if o.classify == nil {
-		return info
-	}
-	if ce == nil {
-		ce = connect.NewError(connect.CodeUnknown, err)
-	}
-	// The built-in verdict marks what the rate limit counts as a
-	// throttle from the server (not its own refusal to send), so that the
-	// classifier sees it and may unmark it.
-	if !errors.Is(err, rebound.ErrRateLimited) {
-		_, _, pushback := a6.ParsePushback(ce.Meta()[pushbackKey])
-		info.Throttle = info.Throttle || ratelimit.Feedback(uint32(ce.Code()), pushback, 0).Throttled
-	}
-	final := verdict.Reclassify(info, true, o.classify(Failure{Procedure: procedure, Err: ce}, info))
-	v.Settle(info, final)
-	return final
 }

@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/connectretry/internal/engine"
 	"github.com/rebound-go/rebound/internal/previous"
 )
 
@@ -63,8 +64,6 @@ type lastMessage struct {
 func (m *lastMessage) Error() string { return m.msg }
 func (m *lastMessage) Unwrap() error { return m.re }
 
-type attemptsKey struct{}
-
 // CountAttempts returns a copy of ctx that makes a call through an
 // [Interceptor] store in *n how many attempts it made, hedges included: 1
 // when it was made once. For unary calls *n is set when the call returns;
@@ -72,12 +71,7 @@ type attemptsKey struct{}
 // before one (1 for streams that are never retried). Do not share the
 // context between calls that run at the same time.
 func CountAttempts(ctx context.Context, n *int) context.Context {
-	return context.WithValue(ctx, attemptsKey{}, n)
-}
-
-func attemptsOut(ctx context.Context) *int {
-	n, _ := ctx.Value(attemptsKey{}).(*int)
-	return n
+	return engine.CountAttempts(ctx, n)
 }
 
 // PreviousAttempts returns, in a handler, how many attempts of this call

@@ -187,7 +187,10 @@ func TestServerStreamHedgingPolicyNotApplied(t *testing.T) {
 	}
 }
 
-func TestClientAndBidiStreamsNotRetried(t *testing.T) {
+// Client and bidirectional streams are retried like server streams: each
+// attempt is sent the messages again (the suite in internal/suite checks
+// what each attempt receives).
+func TestClientAndBidiStreamsRetried(t *testing.T) {
 	srv := startServer(t, handlers{}, true)
 	c, _ := dial(t, srv, protocols[1], retryConfig(t, 4, `"UNAVAILABLE"`, ""))
 	ctx := context.Background()
@@ -196,18 +199,22 @@ func TestClientAndBidiStreamsNotRetried(t *testing.T) {
 	cs := c.clientStream.CallClientStream(connectretry.CountAttempts(ctx, &n))
 	for range 2 {
 		if err := cs.Send(wrapperspb.String("m")); err != nil {
-			break
+			t.Fatal(err)
 		}
 	}
-	if _, err := cs.CloseAndReceive(); connect.CodeOf(err) != connect.CodeUnavailable || srv.count(clientStream) != 1 || n != 1 {
-		t.Fatalf("client stream: err %v after %d attempts (counted %d), want unavailable after 1", err, srv.count(clientStream), n)
+	if _, err := cs.CloseAndReceive(); connect.CodeOf(err) != connect.CodeUnavailable || srv.count(clientStream) != 4 || n != 4 {
+		t.Fatalf("client stream: err %v after %d attempts (counted %d), want unavailable after 4", err, srv.count(clientStream), n)
 	}
 
 	bs := c.bidi.CallBidiStream(ctx)
-	_ = bs.Send(wrapperspb.String("m"))
-	_ = bs.CloseRequest()
-	if _, err := bs.Receive(); connect.CodeOf(err) != connect.CodeUnavailable || srv.count(bidiStream) != 1 {
-		t.Fatalf("bidi stream: err %v after %d attempts, want unavailable after 1", err, srv.count(bidiStream))
+	if err := bs.Send(wrapperspb.String("m")); err != nil {
+		t.Fatal(err)
+	}
+	if err := bs.CloseRequest(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bs.Receive(); connect.CodeOf(err) != connect.CodeUnavailable || srv.count(bidiStream) != 4 {
+		t.Fatalf("bidi stream: err %v after %d attempts, want unavailable after 4", err, srv.count(bidiStream))
 	}
 	if err := bs.CloseResponse(); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package connectretry
+package engine
 
 import (
 	"fmt"
@@ -15,22 +15,22 @@ func TestTargetsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	i, err := New(cfg)
+	i, err := New(cfg, NewOptions(), testMajor{}, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for n := range 3 * bounded.DefaultMax {
-		if tg := i.target(fmt.Sprint("host-", n, ":443")); tg.throttle == nil {
+		if tg := i.Target(fmt.Sprint("host-", n, ":443")); tg.throttle == nil {
 			t.Fatal("no throttle")
 		}
 	}
-	if n := i.targets.Len(); n > bounded.DefaultMax {
+	if n := i.Targets(); n > bounded.DefaultMax {
 		t.Fatalf("%d server names kept, want at most %d", n, bounded.DefaultMax)
 	}
 	// The latest host's state is kept, and found again.
 	last := fmt.Sprint("host-", 3*bounded.DefaultMax-1, ":443")
-	a, b := i.target(last), i.target("other:443")
-	if i.target(last) != a || i.target("other:443") != b {
+	a, b := i.Target(last), i.Target("other:443")
+	if i.Target(last) != a || i.Target("other:443") != b {
 		t.Fatal("recent state was not kept")
 	}
 }

@@ -1,4 +1,4 @@
-package connectretry
+package engine
 
 import (
 	"fmt"
@@ -33,7 +33,7 @@ func TestTargetsHeapFlat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	i, err := New(cfg)
+	i, err := New(cfg, NewOptions(), testMajor{}, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestTargetsHeapFlat(t *testing.T) {
 	n := 0
 	churn := func() {
 		for range 20 * bounded.DefaultMax {
-			i.target(fmt.Sprint(prefix, n, ":443"))
+			i.Target(fmt.Sprint(prefix, n, ":443"))
 			n++
 		}
 	}
@@ -51,7 +51,7 @@ func TestTargetsHeapFlat(t *testing.T) {
 	churn()
 	second := heapAlloc()
 	t.Logf("heap: %d B before, %d B after %d server names (%d kept), %d B after %d more",
-		before, first, 20*bounded.DefaultMax, i.targets.Len(), second, 20*bounded.DefaultMax)
+		before, first, 20*bounded.DefaultMax, i.Targets(), second, 20*bounded.DefaultMax)
 	// Unbounded, the second run's names would hold about 18 MB. The slack
 	// is for the map of throttles, whose size follows how many collected
 	// throttles await their cleanup at its peak.
