@@ -47,7 +47,7 @@ func WithClassifier(f func(Failure, rebound.RetryInfo) rebound.RetryInfo) Option
 			o.Fail("WithClassifier: nil classifier")
 			return
 		}
-		o.Classify = func(procedure string, err error, info rebound.RetryInfo) rebound.RetryInfo {
+		o.Classify = func(procedure string, err error, _ engine.Metadata, info rebound.RetryInfo) rebound.RetryInfo {
 			ce := new(connect.Error)
 			if !errors.As(err, &ce) {
 				ce = connect.NewError(connect.CodeUnknown, err)

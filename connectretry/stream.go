@@ -90,6 +90,10 @@ func (c *conn) Abort() {
 
 func (c *conn) Pushback(err error) []string { return streamPushback(err, c.ResponseTrailer()) }
 
+// Metadata returns nil: connect v1 puts a failed call's metadata in its
+// error, where the classifier finds it.
+func (c *conn) Metadata() engine.Metadata { return nil }
+
 // WaitHeader waits for the response headers: connect's ResponseHeader
 // blocks until they arrive, or the response ends.
 func (c *conn) WaitHeader() { _ = c.ResponseHeader() }

@@ -73,7 +73,7 @@ func (c *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
 		req = &attemptRequest{AnyRequest: c.req, header: attemptHeader(c.req.Header(), n-1)}
 	}
 	if err := c.u.Admit(); err != nil {
-		return nil, c.u.End(err, nil)
+		return nil, c.u.End(err, nil, nil)
 	}
 	resp, err := c.next(ctx, req)
 	var pushback []string
@@ -82,7 +82,7 @@ func (c *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
 		// makes a response's trailer on first use.
 		pushback = unaryPushback(err, resp)
 	}
-	return resp, c.u.End(err, pushback)
+	return resp, c.u.End(err, pushback, nil)
 }
 
 // unaryPushback returns the values of the pushback header of a unary
@@ -141,17 +141,17 @@ func hedge(ctx context.Context, u *engine.Unary, next connect.UnaryFunc, req con
 	w, err := engine.Hedge(hedgeContext{ctx}, u, nil, func(a *engine.HedgeAttempt) (won, error) {
 		r := copyRequest(req)
 		if err := a.Admit(); err != nil {
-			return won{}, a.End(err, nil)
+			return won{}, a.End(err, nil, nil)
 		}
 		resp, err := next(a.Ctx, &attemptRequest{AnyRequest: r, header: attemptHeader(header, a.N-1)})
 		if err != nil {
-			return won{}, a.End(err, unaryPushback(err, nil))
+			return won{}, a.End(err, unaryPushback(err, nil), nil)
 		}
 		var pushback []string
 		if a.RateLimited() {
 			pushback = unaryPushback(nil, resp)
 		}
-		return won{resp, r}, a.End(nil, pushback)
+		return won{resp, r}, a.End(nil, pushback, nil)
 	})
 	if err != nil {
 		return nil, err

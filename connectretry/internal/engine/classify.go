@@ -23,15 +23,16 @@ const (
 // classify describes a failed attempt of procedure for the retry loop:
 // retryable (or non-fatal) when its code is in codes, with the server's
 // pushback (the values of the answer's pushback header) and RetryInfo,
-// then as the interceptor's classifier says (see verdict). v holds the
+// then as the interceptor's classifier says (see verdict), which is given
+// meta, the answer's metadata. v holds the
 // attempt's answer to the rate limit for the verdict, if any. committed
 // says the application has seen the attempt's response.
-func (i *Interceptor) classify(v *ratelimit.Verdict, err error, pushback []string, codes serviceconfig.CodeSet, procedure string, committed bool) *a6.Failure {
+func (i *Interceptor) classify(v *ratelimit.Verdict, err error, pushback []string, meta Metadata, codes serviceconfig.CodeSet, procedure string, committed bool) *a6.Failure {
 	code := i.major.Code(err)
 	info := a6.Info(codes.Has(code), pushback, committed)
 	d, has := i.major.RetryDelay(err)
 	info = i.opts.Hints.Apply(info, code, d, has)
-	return &a6.Failure{Err: err, Info: i.verdict(v, procedure, err, code, pushback, info)}
+	return &a6.Failure{Err: err, Info: i.verdict(v, procedure, err, code, pushback, meta, info)}
 }
 
 // verdict returns what the classifier makes of a failed attempt of
@@ -39,7 +40,7 @@ func (i *Interceptor) classify(v *ratelimit.Verdict, err error, pushback []strin
 // classifier's word on throttling settles the attempt's answer to the rate
 // limit, held in v (nil when the interceptor has no rate limit, or the
 // attempt did not wait for the verdict).
-func (i *Interceptor) verdict(v *ratelimit.Verdict, procedure string, err error, code serviceconfig.Code, pushback []string, info rebound.RetryInfo) rebound.RetryInfo {
+func (i *Interceptor) verdict(v *ratelimit.Verdict, procedure string, err error, code serviceconfig.Code, pushback []string, meta Metadata, info rebound.RetryInfo) rebound.RetryInfo {
 	if i.opts.Classify == nil {
 		return info
 	}
@@ -50,7 +51,7 @@ func (i *Interceptor) verdict(v *ratelimit.Verdict, procedure string, err error,
 		_, _, pb := a6.ParsePushback(pushback)
 		info.Throttle = info.Throttle || ratelimit.Feedback(uint32(code), pb, 0).Throttled
 	}
-	final := verdict.Reclassify(info, true, i.opts.Classify(procedure, err, info))
+	final := verdict.Reclassify(info, true, i.opts.Classify(procedure, err, meta, info))
 	v.Settle(info, final)
 	return final
 }

@@ -12,13 +12,18 @@ type Options struct {
 	a6.Options
 	// Classify is WithClassifier's, adapted by the front door to its
 	// major's Failure: it gets the call's procedure, the attempt's error
-	// and the built-in verdict. nil for none.
-	Classify func(procedure string, err error, info rebound.RetryInfo) rebound.RetryInfo
+	// and response metadata, and the built-in verdict. nil for none.
+	Classify func(procedure string, err error, meta Metadata, info rebound.RetryInfo) rebound.RetryInfo
 	// BufferTotal and BufferPerCall bound the bytes of request messages
 	// that streaming calls keep for replay (A6 "Memory Management"): all
 	// of an Interceptor's calls together, and one call.
 	BufferTotal, BufferPerCall int
 }
+
+// Metadata is a failed attempt's response metadata as its front door keeps
+// it, for the classifier: nil for connect v1, whose errors carry it, and
+// the attempt's *connect.CallInfo for connect v2.
+type Metadata = any
 
 // The default buffer limits, A6's: 16 MiB for a client, 1 MiB for a call.
 const (

@@ -39,6 +39,15 @@ type Conn interface {
 	// Pushback returns the values of the pushback header of the answer,
 	// once the response has ended with err.
 	Pushback(err error) []string
+	// Metadata returns the attempt's response metadata, for the
+	// classifier (see [Metadata]).
+	Metadata() Metadata
+}
+
+// HeaderSender is a Conn that can send its request headers before any
+// message (v2's SendHeaders).
+type HeaderSender interface {
+	SendHeaders() error
 }
 
 // HeaderWaiter is a Conn that can wait for its response headers (v1's
@@ -105,6 +114,7 @@ type Stream struct {
 	buf      replay.Buffer
 	reserved int  // bytes of the Interceptor's total that buf holds
 	closed   bool // the application called CloseSend
+	headers  bool // the application called SendHeaders
 
 	// mu guards cur, which the response side replaces and the request
 	// side reads, and the phase of the call.
@@ -182,6 +192,11 @@ func (i *Interceptor) PlanStream(ctx context.Context, procedure string) (StreamP
 	sp := StreamPlan{p: p, n: n}
 	sp.ctx, sp.cancel = withTimeout(ctx, p.mc)
 	sp.retry = !i.opts.Disabled && p.mc != nil && p.mc.RetryPolicy != nil
+	if !sp.retry && sp.cancel == nil && i.gated() {
+		// A stream the gates keep home is dropped unsent (closing
+		// connect's stream would send it): its context must end.
+		sp.ctx, sp.cancel = context.WithCancel(sp.ctx)
+	}
 	return sp, nil
 }
 
@@ -285,11 +300,16 @@ func (s *Stream) open(a *attempt, n int) (string, error) {
 	a.n = n
 	ctx := s.ctx
 	ctx, a.as = s.span.StartAttempt(ctx, n)
-	if s.p.timeout > 0 {
+	switch {
+	case s.p.timeout > 0:
 		// The timer starts as the attempt is handed to connect, after
 		// any backoff, and runs until it commits. The call's deadline
 		// stays on the wire: a committed stream must never be cut.
 		ctx, a.timer, a.cancel = perattempt.Start(ctx, s.p.timeout)
+	case s.i.gated():
+		// An attempt the gates keep home is dropped unsent (closing
+		// connect's stream would send it): its context must end.
+		ctx, a.cancel = context.WithCancel(ctx)
 	}
 	ctx, a.v = s.i.awaitVerdict(ctx)
 	a.ctx = ctx
@@ -314,7 +334,9 @@ func (s *Stream) admit(a *attempt) {
 	}
 	adm, err := s.i.admit(a.ctx, s.t)
 	if err != nil {
-		a.conn.Abort()
+		// Dropped unsent: connect makes the request on the first write
+		// or close.
+		a.cancel()
 		a.conn = failedConn{err}
 		a.told.Store(true)
 		return
@@ -390,6 +412,25 @@ func (s *Stream) freeLocked() {
 	s.buf.FreeBefore(s.buf.End())
 	s.i.release(s.reserved)
 	s.reserved = 0
+}
+
+// SendHeaders sends the request headers of the attempt in flight now,
+// without a message, and those of every attempt that follows as it opens.
+// It does nothing for a Conn that is not a [HeaderSender].
+func (s *Stream) SendHeaders() error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	s.headers = true
+	a := s.current()
+	hs, ok := a.conn.(HeaderSender)
+	if !ok {
+		return nil
+	}
+	err := hs.SendHeaders()
+	if err != nil && !s.committed.Load() && (errors.Is(err, io.EOF) || s.cut(a)) {
+		return nil
+	}
+	return err
 }
 
 // CloseSend closes the request side of the attempt in flight, and of
@@ -602,7 +643,7 @@ func (s *Stream) attempt(msg any) error {
 		a.v.Release()
 	} else {
 		s.tell(a, err)
-		ae = s.i.classify(a.v, err, a.conn.Pushback(err), s.p.mc.RetryPolicy.RetryableStatusCodes, s.procedure, s.committed.Load())
+		ae = s.i.classify(a.v, err, a.conn.Pushback(err), a.conn.Metadata(), s.p.mc.RetryPolicy.RetryableStatusCodes, s.procedure, s.committed.Load())
 	}
 	return s.failed(a, ae)
 }
@@ -626,6 +667,14 @@ func (s *Stream) replay(a *attempt) error {
 	s.mu.Lock()
 	s.cur = a
 	s.mu.Unlock()
+	if hs, ok := a.conn.(HeaderSender); ok && s.headers {
+		if err := hs.SendHeaders(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
 	for j := s.buf.Base(); j < s.buf.End(); j++ {
 		m, err := s.buf.At(j).Message()
 		if err != nil {
@@ -759,3 +808,4 @@ func (c failedConn) Receive(any) error       { return c.err }
 func (c failedConn) CloseResponse() error    { return nil }
 func (c failedConn) Abort()                  {}
 func (c failedConn) Pushback(error) []string { return nil }
+func (c failedConn) Metadata() Metadata      { return nil }

@@ -19,7 +19,7 @@ import (
 // ([Unary.Opened]), and makes its attempts through [Once], [Retry] or
 // [Hedge], whichever [Unary.Mode] says. An attempt made through Once or
 // Retry goes: ctx := u.Begin(ctx); build or open the attempt's request
-// with ctx; u.Admit(ctx); send it; u.End(err, pushback). A hedged attempt
+// with ctx; u.Admit(); send it; u.End(err, pushback, meta). A hedged attempt
 // does the same with its [HedgeAttempt]. A front door that must open its
 // first attempt to learn the server (connect v2 tells the peer only once a
 // stream is open) calls Begin for it before Opened, and Begin returns that
@@ -132,11 +132,30 @@ func (u *Unary) Opened(addr string) error {
 			*u.n = 0
 		}
 		err := u.i.policyError(u.procedure, u.entry.err)
-		u.i.endAttempt(u.as, err, false)
-		u.i.endCall(u.span, err)
+		u.Abandon(err)
 		return err
 	}
 	return nil
+}
+
+// Abandon ends a call that makes no attempt after all, with err: its
+// first attempt, begun ahead of the retry loop, could not be opened or
+// its strategy made, or the application closed it unsent.
+func (u *Unary) Abandon(err error) {
+	if u.acancel != nil {
+		u.acancel()
+	}
+	u.pending = false
+	u.i.endAttempt(u.as, err, false)
+	u.i.endCall(u.span, err)
+}
+
+// Watched reports whether the call needs the engine at all: a policy
+// governs it, or it has a method timeout to release, gates to pass or a
+// throttle to count against. A front door makes any other call as if
+// there were no Interceptor.
+func (u *Unary) Watched() bool {
+	return u.policed || u.cancel != nil || u.i.gated() || u.i.countsUnpoliced()
 }
 
 // Begin starts the call's next attempt, made once or retried, and returns
@@ -197,9 +216,10 @@ func (u *Unary) Admit() error {
 }
 
 // End ends the attempt in flight with err (nil for success), whose answer
-// carried the pushback header values pushback, and returns the error to
-// give the retry loop: nil, or err as the loop judges it.
-func (u *Unary) End(err error, pushback []string) error {
+// carried the pushback header values pushback and the metadata meta (for
+// the classifier), and returns the error to give the retry loop: nil, or
+// err as the loop judges it.
+func (u *Unary) End(err error, pushback []string, meta Metadata) error {
 	u.i.answered(u.actx, &u.adm, err, pushback)
 	u.adm = admission{}
 	if !u.policed {
@@ -220,7 +240,7 @@ func (u *Unary) End(err error, pushback []string) error {
 		ae = u.i.timeoutError(u.p.timeout)
 		u.v.Release() // no classifier judged the answer, if one came
 	} else {
-		ae = u.i.classify(u.v, err, pushback, u.p.mc.RetryPolicy.RetryableStatusCodes, u.procedure, false)
+		ae = u.i.classify(u.v, err, pushback, meta, u.p.mc.RetryPolicy.RetryableStatusCodes, u.procedure, false)
 	}
 	u.i.endAttempt(u.as, ae, false)
 	if u.tr == nil {
@@ -286,6 +306,14 @@ func (u *Unary) FirstHedge(ctx context.Context) *HedgeAttempt {
 	return a
 }
 
+// Abandon ends a first attempt begun with FirstHedge that the hedge
+// machinery will not make: the call ends with err before it runs.
+func (a *HedgeAttempt) Abandon(err error) {
+	a.cancel()
+	a.u.i.endAttempt(a.as, err, false)
+	a.u.i.endCall(a.u.span, err)
+}
+
 func (a *HedgeAttempt) begin(ctx context.Context) {
 	ctx, a.as = a.u.span.StartAttempt(ctx, a.N)
 	a.Ctx, a.v = a.u.i.awaitVerdict(ctx)
@@ -302,16 +330,16 @@ func (a *HedgeAttempt) Admit() error {
 }
 
 // End ends the attempt with err (nil for success), whose answer carried
-// the pushback header values pushback, and returns the error to give the
-// hedge machinery: nil, or err as it is judged.
-func (a *HedgeAttempt) End(err error, pushback []string) error {
+// the pushback header values pushback and the metadata meta, and returns
+// the error to give the hedge machinery: nil, or err as it is judged.
+func (a *HedgeAttempt) End(err error, pushback []string, meta Metadata) error {
 	i := a.u.i
 	i.answered(a.Ctx, &a.adm, err, pushback)
 	// An attempt cancelled while the call goes on has lost: the call
 	// ended with another attempt.
 	lost := a.hctx.Err() != nil && a.call.Err() == nil
 	if err != nil {
-		ae := i.classify(a.v, err, pushback, a.u.p.mc.HedgingPolicy.NonFatalStatusCodes, a.u.procedure, false)
+		ae := i.classify(a.v, err, pushback, meta, a.u.p.mc.HedgingPolicy.NonFatalStatusCodes, a.u.procedure, false)
 		i.endAttempt(a.as, ae, lost)
 		a.u.tr.Failed(a.N, ae.Info, time.Time{})
 		return ae
