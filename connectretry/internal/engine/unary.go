@@ -228,8 +228,7 @@ func (u *Unary) End(err error, pushback []string, meta Metadata) error {
 		}
 		return err
 	}
-	timedOut := err != nil && u.p.timeout > 0 && (perattempt.TimedOut(u.pctx, u.actx) ||
-		u.i.major.Code(err) == serviceconfig.DeadlineExceeded && perattempt.ServerTimedOut(u.pctx, u.actx, u.p.timeout))
+	timedOut := err != nil && perattempt.Cut(u.pctx, u.actx, u.p.timeout)
 	u.acancel()
 	if err == nil {
 		u.i.endAttempt(u.as, nil, false)
