@@ -187,20 +187,6 @@ func (s *server) previous(procedure string) []int {
 	return p
 }
 
-func (s *server) setHandlers(h handlers) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.h = h
-	s.attempts = map[string][]attempt{}
-}
-
-// forget forgets the calls the server has seen.
-func (s *server) forget() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.attempts = map[string][]attempt{}
-}
-
 // protocol is one way of calling the server.
 type protocol struct {
 	name  string

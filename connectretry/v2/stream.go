@@ -64,22 +64,35 @@ func (o *opener) Open(ctx context.Context, n int) (engine.Conn, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return &conn{ClientStream: s, info: info}, info.PeerAddr, nil
+	return &conn{ClientStream: s, ctx: ctx, info: info}, info.PeerAddr, nil
 }
 
 // conn is one attempt's stream, as the engine sees it, with its CallInfo.
+//
+// Once the attempt's context has ended (its timer cut it, or the caller
+// gave up), its CallInfo is not read: there is no answer to read, and
+// connectinprocess may still be writing it from the server's goroutine.
 type conn struct {
 	connect.ClientStream
+	ctx    context.Context // the attempt's
 	info   *connect.CallInfo
 	synced bool // its response header has been copied to the caller's CallInfo
 }
+
+// answered reports whether the attempt's CallInfo holds its answer.
+func (c *conn) answered() bool { return c.ctx.Err() == nil }
 
 func (c *conn) CloseResponse() error { return c.Close() }
 func (c *conn) Abort()               { _ = c.Close() }
 
 // Pushback returns the values of the pushback header of the attempt's
 // answer, which connect v2 keeps in its CallInfo, not in its error.
-func (c *conn) Pushback(error) []string { return pushbackOf(c.info) }
+func (c *conn) Pushback(error) []string {
+	if !c.answered() {
+		return nil
+	}
+	return pushbackOf(c.info)
+}
 
 // pushbackOf returns the values of the pushback header of the answer info
 // holds: its trailer's, or else its header's, where a connect v1 server
@@ -93,7 +106,12 @@ func pushbackOf(info *connect.CallInfo) []string {
 
 // Metadata returns the attempt's CallInfo, whose response header and
 // trailer the classifier is shown.
-func (c *conn) Metadata() engine.Metadata { return c.info }
+func (c *conn) Metadata() engine.Metadata {
+	if !c.answered() {
+		return nil
+	}
+	return c.info
+}
 
 // stream is a streaming call under a retry policy: the engine's, with the
 // CallInfo of the attempt it commits to copied into the caller's.
@@ -141,7 +159,7 @@ func (w *stream) current() *conn {
 // once the response has ended.
 func (w *stream) sync(ended bool) {
 	c := w.current()
-	if c == nil {
+	if c == nil || !c.answered() {
 		return
 	}
 	copyOpened(w.caller, c.info)

@@ -580,6 +580,7 @@ func (s *Stream) attempt(msg any) error {
 	prev := s.cur
 	s.mu.Unlock()
 	a := prev
+	var replayed <-chan error // the replay's end, for a retry
 	if n > 1 {
 		s.tr.Start(s.clock.Now())
 		// The failed attempt ends before the new one opens: a Send
@@ -596,15 +597,7 @@ func (s *Stream) attempt(msg any) error {
 			return s.failed(a, &a6.Failure{Err: err})
 		}
 		s.admit(a)
-		if err := s.replay(a); err != nil {
-			ae := &a6.Failure{Err: err} // the client's: not retryable
-			if s.cut(a) {
-				ae = s.i.timeoutError(s.p.timeout)
-				s.tr.TimedOut()
-				a.v.Release()
-			}
-			return s.failed(a, ae)
-		}
+		replayed = s.replay(a)
 	} else {
 		s.tr.Start(time.Time{})
 	}
@@ -631,6 +624,19 @@ func (s *Stream) attempt(msg any) error {
 	}
 	// The attempt failed, or its timer cut it as it answered: then its
 	// message, unseen by the application, is dropped for the retry's.
+	if replayed != nil {
+		// The replay ends with the attempt; it may have ended it.
+		if rerr := <-replayed; rerr != nil {
+			ae := &a6.Failure{Err: rerr} // the client's: not retryable
+			if s.cut(a) {
+				ae = s.i.timeoutError(s.p.timeout)
+				s.tr.TimedOut()
+				a.v.Release()
+			}
+			s.tell(a, rerr)
+			return s.failed(a, ae)
+		}
+	}
 	var ae *a6.Failure
 	if a.timer != nil && (!stopped || perattempt.TimedOut(s.ctx, a.ctx)) {
 		if err == nil {
@@ -658,21 +664,37 @@ func (s *Stream) failed(a *attempt, ae *a6.Failure) error {
 }
 
 // replay makes a the attempt in flight and sends it every kept message,
-// then CloseSend if the application has closed. An error is the client's
-// own (a message that cannot be decoded or marshaled); a that ended
-// meanwhile is not one: its Receive tells its end.
-func (s *Stream) replay(a *attempt) error {
+// then SendHeaders and CloseSend if the application has called them, on a
+// goroutine of its own: the response side meanwhile receives from a, for
+// a server that answers each message before it reads the next (an
+// in-process one, or any once flow control fills) would otherwise wait on
+// the replay as the replay waits on it. The application's own Sends wait
+// for the replay, and follow it. The channel returned tells the replay's
+// end: nil, or the client's own error (a message that cannot be decoded
+// or marshaled), after which a is aborted; a that ended meanwhile is no
+// error: its Receive tells its end.
+func (s *Stream) replay(a *attempt) <-chan error {
+	done := make(chan error, 1)
 	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
 	s.mu.Lock()
 	s.cur = a
 	s.mu.Unlock()
+	go func() {
+		err := s.replayLocked(a)
+		s.sendMu.Unlock()
+		if err != nil {
+			a.conn.Abort()
+		}
+		done <- err
+	}()
+	return done
+}
+
+// replayLocked sends a what replay says. Called with sendMu held.
+func (s *Stream) replayLocked(a *attempt) error {
 	if hs, ok := a.conn.(HeaderSender); ok && s.headers {
 		if err := hs.SendHeaders(); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
+			return s.sendErr(a, err)
 		}
 	}
 	for j := s.buf.Base(); j < s.buf.End(); j++ {
@@ -681,18 +703,24 @@ func (s *Stream) replay(a *attempt) error {
 			return err
 		}
 		if err := a.conn.Send(m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
+			return s.sendErr(a, err)
 		}
 	}
 	if s.closed {
-		if err := a.conn.CloseSend(); err != nil && !errors.Is(err, io.EOF) {
-			return err
+		if err := a.conn.CloseSend(); err != nil {
+			return s.sendErr(a, err)
 		}
 	}
 	return nil
+}
+
+// sendErr returns the error of a replay whose send to a failed with err:
+// none when a has ended (its Receive tells how), or its timer cut it.
+func (s *Stream) sendErr(a *attempt, err error) error {
+	if errors.Is(err, io.EOF) || s.cut(a) {
+		return nil
+	}
+	return err
 }
 
 // ended ends the call's spans and tells the gates once the committed
