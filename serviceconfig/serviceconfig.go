@@ -304,11 +304,17 @@ func (c *Config) find(n Name) *MethodConfig {
 // Line and Column locate it in the input, counting from 1, with columns in
 // bytes as in go/token; they are 0 where there is no such place, as for the
 // "and N more" entry that ends a long list.
+//
+// Suggestion is set on the warning of an unknown field that is near a
+// known one ("retryThrotling"): the known field it most likely misspells.
+// Such a field is ignored, here and by grpc-go, so the setting it was
+// meant to make is silently off; `rebound validate` reports it as an error.
 type Warning struct {
-	Path    string
-	Message string
-	Line    int
-	Column  int
+	Path       string
+	Message    string
+	Suggestion string
+	Line       int
+	Column     int
 }
 
 // String returns "path: message", or the message alone if Path is empty.
