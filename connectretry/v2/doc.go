@@ -124,6 +124,9 @@
 //
 // A unary request message is marshaled again for each attempt, so it must
 // not change until the call returns; hedged attempts marshal it at the same
-// time. A stream's messages are kept as their encodings, so the application
-// may reuse a message once Send returns.
+// time. A stream keeps each message it sends as its encoding, made in
+// Send, so a retry is sent exactly what the application sent, whatever it
+// does with the message after; the transport's own rule for that still
+// holds for the attempt in flight (connectinprocess hands the message
+// itself to the handler, which reads it after Send has returned).
 package connectretry

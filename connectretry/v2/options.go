@@ -38,7 +38,9 @@ func WithRetriesDisabled() Option {
 // WithServerName sets the server name that retry throttling is kept under.
 // By default it is the peer's address that the transport reports in the
 // call's connect.CallInfo (PeerAddr): the host (or host:port) of a
-// connecthttp transport's base URL, and "" for connectinprocess. Every interceptor of the process with the
+// connecthttp transport's base URL, and "" for connectinprocess, so that
+// every in-process server of the process shares one throttle unless each
+// client names its own. Every interceptor of the process with the
 // same server name and throttling config shares one throttle, and so do
 // grpcretry clients whose target has that name. An Interceptor keeps the
 // state of the 1024 server names it used most recently; one evicted and
