@@ -8,6 +8,10 @@
 // Each protocol package speaks its library's idiom, but a concept has one
 // name everywhere. grpcretry and connectretry take a gRPC service config
 // (gRFC A6) parsed by package serviceconfig; httpretry takes options.
+// connectretry/v2 is connectretry for connect-go v2, with connectretry's
+// names in the column below, but for how it is installed
+// (connect.NewClient(transport, NewInterceptor(cfg).WrapClient)) and read
+// in a handler (PreviousAttempts(ctx)).
 //
 //	                     grpcretry                     connectretry                  httpretry
 //	install in one line  grpc.NewClient(target,        connect.WithInterceptors(     &http.Client{Transport:
