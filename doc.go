@@ -44,7 +44,7 @@
 //	                       server name                   server name                   host
 //	adaptive rate limit  WithAdaptiveRateLimit, per    WithAdaptiveRateLimit, per    WithAdaptiveRateLimit, per
 //	                       server name                   server name                   host
-//	hedging              hedgingPolicy                 hedgingPolicy (unary calls)   WithHedging(delay, n)
+//	hedging              hedgingPolicy                 hedgingPolicy                 WithHedging(delay, n)
 //	server hint          grpc-retry-pushback-ms;       grpc-retry-pushback-ms;       Retry-After;
 //	                       RetryInfo                     RetryInfo                     WithRateLimitReset
 //	longest hint waited  WithRetryDelayCap (60s)       WithRetryDelayCap (60s)       WithRetryDelayCap (60s)

@@ -24,8 +24,18 @@
 //     the stream keeps each message it sends, as its protobuf encoding,
 //     within [WithBufferLimits] (A6 "Memory Management"); a message that
 //     would pass the limits, or that is not a protobuf message, commits the
-//     call to the attempt in flight. A hedgingPolicy is not applied to
-//     streams: they are made once.
+//     call to the attempt in flight.
+//   - Streams under a hedgingPolicy hold their request until it is
+//     complete: Send keeps each message and sends nothing, and
+//     CloseRequest starts the hedges, the first attempt and, after the
+//     hedging delay (or at once, after a non-fatal failure), others, each
+//     sent the whole request. The first attempt to receive a message, or
+//     to end cleanly, wins; the others are cancelled. A stream whose
+//     request cannot be held (the limits, as above), or that is read
+//     before its request is closed (a bidirectional stream reading as it
+//     writes), is sent to its first attempt as it goes, and made once; so
+//     is one whose response header is read before it has a winner, which
+//     commits it to the attempt in flight.
 //
 // [WithPerAttemptTimeout] (or the retryPolicy's perAttemptRecvTimeout) cuts
 // and retries an attempt that has not answered in time, and [Override]

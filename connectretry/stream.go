@@ -30,7 +30,7 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 		if err != nil {
 			return newErrConn(spec, err)
 		}
-		if !sp.Retried() {
+		if !sp.Governed() {
 			conn := next(sp.Context(), spec)
 			o, err := e.OnceStream(&sp, conn.Peer().Addr)
 			switch {

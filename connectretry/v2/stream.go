@@ -18,7 +18,7 @@ func (i *Interceptor) stream(ctx context.Context, next connect.ClientFunc, spec 
 		return nil, err
 	}
 	caller := callInfo(ctx)
-	if !sp.Retried() {
+	if !sp.Governed() {
 		s, err := next(sp.Context(), spec)
 		if err != nil {
 			sp.Release()
@@ -155,23 +155,26 @@ func (w *stream) current() *conn {
 }
 
 // sync copies what the attempt in flight has received into the caller's
-// CallInfo, when it is a retry: its response header once, its trailer
-// once the response has ended.
+// CallInfo, when it is a retry: its response header and trailer once its
+// response has ended, and its header at its first message already when
+// its transport writes the CallInfo only in Receive (connecthttp, whose
+// ClientInfo tells the response status). connectinprocess writes it from
+// the server's goroutine as the handler returns, so there the CallInfo
+// holds the answer only once the response has ended, retried or not.
 func (w *stream) sync(ended bool) {
 	c := w.current()
 	if c == nil || !c.answered() {
 		return
 	}
+	_, http := c.info.TransportInfo.(interface{ ResponseStatus() int })
+	if !ended && (!http || c.synced) {
+		return
+	}
+	c.synced = true
 	copyOpened(w.caller, c.info)
 	w.caller.ReceiveStats = c.info.ReceiveStats
-	if !c.synced {
-		c.synced = true
-		replaceHeader(w.caller.ResponseHeader(), c.info.ResponseHeader())
-		replaceHeader(w.caller.ResponseTrailer(), c.info.ResponseTrailer())
-	}
-	if ended {
-		replaceHeader(w.caller.ResponseTrailer(), c.info.ResponseTrailer())
-	}
+	replaceHeader(w.caller.ResponseHeader(), c.info.ResponseHeader())
+	replaceHeader(w.caller.ResponseTrailer(), c.info.ResponseTrailer())
 }
 
 // onceStream is a stream that is not retried but whose end the engine

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
-	"reflect"
 	"slices"
 	"strconv"
 
 	"connectrpc.com/connect/v2"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/rebound-go/rebound/connectretry/internal/engine"
 )
@@ -210,7 +208,7 @@ func (us *unaryStream) hedge() error {
 		if err := a.Admit(); err != nil {
 			return won{}, a.End(err, nil, info)
 		}
-		res := newMessage(us.res)
+		res := engine.NewMessage(us.res)
 		if err := us.exchange(s, res); err != nil {
 			return won{}, a.End(err, pushbackOf(info), info)
 		}
@@ -224,7 +222,10 @@ func (us *unaryStream) hedge() error {
 		return err
 	}
 	us.last = w.info
-	return copyMessage(us.res, w.res)
+	if err := engine.CopyMessage(us.res, w.res); err != nil {
+		return connect.NewError(connect.CodeInternal, err.Error()).WithCause(err)
+	}
+	return nil
 }
 
 // callInfo returns the client CallInfo of ctx, which connect's Client
@@ -278,35 +279,4 @@ func replaceHeader(dst, src *connect.Header) {
 	for k, v := range src.All() {
 		dst.SetValues(k, v)
 	}
-}
-
-// newMessage returns a new, empty message of res's type: a hedged attempt
-// receives into one of its own.
-func newMessage(res any) any {
-	if m, ok := res.(proto.Message); ok {
-		return m.ProtoReflect().New().Interface()
-	}
-	if v := reflect.ValueOf(res); v.Kind() == reflect.Pointer && !v.IsNil() {
-		return reflect.New(v.Type().Elem()).Interface()
-	}
-	return res
-}
-
-// copyMessage makes dst, the caller's response message, the winning
-// attempt's src.
-func copyMessage(dst, src any) error {
-	if dst == src {
-		return nil
-	}
-	if d, ok := dst.(proto.Message); ok {
-		proto.Reset(d)
-		proto.Merge(d, src.(proto.Message))
-		return nil
-	}
-	dv, sv := reflect.ValueOf(dst), reflect.ValueOf(src)
-	if dv.Type() != sv.Type() {
-		return connect.NewError(connect.CodeInternal, "connectretry: response message of a hedged call cannot be copied")
-	}
-	dv.Elem().Set(sv.Elem())
-	return nil
 }

@@ -115,6 +115,15 @@ type Stream struct {
 	reserved int  // bytes of the Interceptor's total that buf holds
 	closed   bool // the application called CloseSend
 	headers  bool // the application called SendHeaders
+	// sentLast mirrors closed, for the response side to read without
+	// waiting for a Send in progress.
+	sentLast atomic.Bool
+	// hedged says a hedgingPolicy governs the call (see stream_hedge.go):
+	// race is its race, once its request is complete, and flushed says the
+	// attempt in flight has been sent the request held so far.
+	hedged  bool
+	race    *hedgeRace
+	flushed atomic.Bool
 
 	// mu guards cur, which the response side replaces and the request
 	// side reads, and the phase of the call.
@@ -151,6 +160,21 @@ type attempt struct {
 	v      *ratelimit.Verdict
 	adm    admission
 	told   atomic.Bool // the gates have heard how it ended
+
+	// A hedge's replay (see replayHedge): closed when it is done, with
+	// its error.
+	replayDone chan struct{}
+	replayErr  error
+}
+
+// abort ends attempt a: its context first, so that closing its stream
+// does not wait for a response that will not come (connect v1's
+// CloseResponse waits for it), then its stream, both sides.
+func (a *attempt) abort() {
+	if a.cancel != nil {
+		a.cancel()
+	}
+	a.conn.Abort()
 }
 
 // The phases of a traced stream, for abandoned.
@@ -167,16 +191,16 @@ type StreamPlan struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	n      *int
-	retry  bool
+	retry  bool // a retryPolicy governs the call
+	hedge  bool // a hedgingPolicy governs it
 }
 
 // PlanStream resolves the policy of a streaming call of procedure made
 // with ctx: its method config and the caller's Override. An invalid
-// Override fails the call here. Retried says whether a retry policy
-// governs the call: then [Interceptor.OpenStream] opens it; else the front
-// door opens the one attempt itself, with [StreamPlan.Context], and hands
-// it to [Interceptor.OnceStream]. A hedgingPolicy is not applied to
-// streams: they are made once.
+// Override fails the call here. Governed says whether a retry or hedging
+// policy governs the call: then [Interceptor.OpenStream] opens it; else
+// the front door opens the one attempt itself, with [StreamPlan.Context],
+// and hands it to [Interceptor.OnceStream].
 func (i *Interceptor) PlanStream(ctx context.Context, procedure string) (StreamPlan, error) {
 	n := attemptsOut(ctx)
 	if n != nil {
@@ -192,7 +216,8 @@ func (i *Interceptor) PlanStream(ctx context.Context, procedure string) (StreamP
 	sp := StreamPlan{p: p, n: n}
 	sp.ctx, sp.cancel = withTimeout(ctx, p.mc)
 	sp.retry = !i.opts.Disabled && p.mc != nil && p.mc.RetryPolicy != nil
-	if !sp.retry && sp.cancel == nil && i.gated() {
+	sp.hedge = !i.opts.Disabled && p.mc != nil && p.mc.HedgingPolicy != nil
+	if !sp.retry && !sp.hedge && sp.cancel == nil && i.gated() {
 		// A stream the gates keep home is dropped unsent (closing
 		// connect's stream would send it): its context must end.
 		sp.ctx, sp.cancel = context.WithCancel(sp.ctx)
@@ -200,8 +225,8 @@ func (i *Interceptor) PlanStream(ctx context.Context, procedure string) (StreamP
 	return sp, nil
 }
 
-// Retried reports whether a retry policy governs the call.
-func (sp *StreamPlan) Retried() bool { return sp.retry }
+// Governed reports whether a retry or hedging policy governs the call.
+func (sp *StreamPlan) Governed() bool { return sp.retry || sp.hedge }
 
 // Context returns the call's context: the caller's, with the method's
 // timeout.
@@ -267,7 +292,7 @@ func (o *Once) Closed() {
 // call, is that of an attempt that could not be opened (v2's transports
 // may fail to), or of a strategy that could not be made.
 func (i *Interceptor) OpenStream(sp *StreamPlan, procedure string, o Opener) (*Stream, error) {
-	s := &Stream{i: i, procedure: procedure, p: sp.p, o: o, ctx: sp.ctx, cancel: sp.cancel, n: sp.n, clock: i.clock()}
+	s := &Stream{i: i, procedure: procedure, p: sp.p, o: o, ctx: sp.ctx, cancel: sp.cancel, n: sp.n, clock: i.clock(), hedged: sp.hedge}
 	if i.tracer != nil {
 		// The first attempt opens now: its span must be in its context.
 		s.ctx, s.span = i.tracer.StartRPC(s.ctx, procedure, "")
@@ -306,9 +331,10 @@ func (s *Stream) open(a *attempt, n int) (string, error) {
 		// any backoff, and runs until it commits. The call's deadline
 		// stays on the wire: a committed stream must never be cut.
 		ctx, a.timer, a.cancel = perattempt.Start(ctx, s.p.timeout)
-	case s.i.gated():
+	case s.i.gated(), s.hedged:
 		// An attempt the gates keep home is dropped unsent (closing
-		// connect's stream would send it): its context must end.
+		// connect's stream would send it), and a hedged stream's request
+		// goes out only once complete: its context must end it.
 		ctx, a.cancel = context.WithCancel(ctx)
 	}
 	ctx, a.v = s.i.awaitVerdict(ctx)
@@ -370,6 +396,9 @@ func (s *Stream) current() *attempt {
 func (s *Stream) Send(msg any) error {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
+	if s.hedged {
+		return s.sendHedged(msg)
+	}
 	kept := false
 	if !s.committed.Load() {
 		kept = s.keep(msg)
@@ -389,7 +418,7 @@ func (s *Stream) Send(msg any) error {
 // and reports whether it was kept. Called with sendMu held.
 func (s *Stream) keep(msg any) bool {
 	if _, ok := msg.(proto.Message); !ok {
-		s.Commit("request message not a proto message")
+		s.commit("request message not a proto message", true)
 		return false
 	}
 	e, ok := replay.Encode(msg, s.i.opts.BufferPerCall-s.buf.Bytes())
@@ -403,7 +432,7 @@ func (s *Stream) keep(msg any) bool {
 	}
 	// A6: the message that would overflow the buffer commits the call
 	// and is never kept.
-	s.Commit(whyOverflow)
+	s.commit(whyOverflow, true)
 	return false
 }
 
@@ -421,6 +450,15 @@ func (s *Stream) SendHeaders() error {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	s.headers = true
+	if s.hedged {
+		if !s.committed.Load() {
+			return nil // sent with the request once it is complete
+		}
+		if !s.flushed.Load() {
+			s.flushLocked() // the headers with it
+			return nil
+		}
+	}
 	a := s.current()
 	hs, ok := a.conn.(HeaderSender)
 	if !ok {
@@ -439,6 +477,19 @@ func (s *Stream) CloseSend() error {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	s.closed = true
+	s.sentLast.Store(true)
+	if s.hedged {
+		if !s.committed.Load() {
+			if s.race == nil {
+				s.startRaceLocked()
+			}
+			return nil
+		}
+		if !s.flushed.Load() {
+			s.flushLocked() // the close with it
+			return nil
+		}
+	}
 	a := s.current()
 	err := a.conn.CloseSend()
 	if err != nil && !s.committed.Load() && (errors.Is(err, io.EOF) || s.cut(a)) {
@@ -465,6 +516,9 @@ func (s *Stream) Receive(msg any) error {
 		return s.ended(s.cur.conn.Receive(msg))
 	}
 	s.looped.Store(true)
+	if s.hedged {
+		return s.receiveHedged(msg)
+	}
 	s.mu.Lock()
 	committed := s.committed.Load()
 	s.looping = !committed
@@ -533,7 +587,10 @@ func (s *Stream) endLoop() {
 // the application read its response headers or trailer, or a message
 // could not be kept. Before the first Receive it records the call, made
 // once; while the retry loop runs, the attempt in flight is the last.
-func (s *Stream) Commit(why string) {
+func (s *Stream) Commit(why string) { s.commit(why, false) }
+
+// commit is Commit; sendLocked says the caller holds sendMu.
+func (s *Stream) commit(why string, sendLocked bool) {
 	s.mu.Lock()
 	if s.committed.Swap(true) {
 		s.mu.Unlock()
@@ -541,6 +598,10 @@ func (s *Stream) Commit(why string) {
 	}
 	looping := s.looping
 	s.mu.Unlock()
+	if s.hedged {
+		s.commitHedged(why, sendLocked)
+		return
+	}
 	if looping {
 		// The retry loop does not retry the attempt in flight, and
 		// records the call when it ends.
@@ -775,6 +836,21 @@ func (s *Stream) traceCommitted() {
 // committed to, committing it if it has not, and releases the call's
 // timers and buffer.
 func (s *Stream) CloseResponse() error {
+	if s.hedged {
+		s.sendMu.Lock()
+		r := s.race
+		s.sendMu.Unlock()
+		if r != nil {
+			// The application is done: so is the race.
+			r.cancel()
+			<-r.done
+		}
+		if !s.flushed.Load() {
+			// Nothing was sent: end the attempt, which connect would
+			// otherwise send to read its response.
+			s.current().cancel()
+		}
+	}
 	if !s.looped.Swap(true) {
 		s.Commit("")
 	}

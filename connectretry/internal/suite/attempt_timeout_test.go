@@ -47,9 +47,11 @@ func hangFirstUnary(n int, deadlines chan<- time.Duration) handlers {
 
 func TestPerAttemptTimeoutUnary(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
+		t.Parallel()
 		deadlines := make(chan time.Duration, 2)
 		s := e.start(t, hangFirstUnary(1, deadlines))
-		c, i := e.dialWith(t, s, retryConfig(t, 3, `"UNAVAILABLE"`, ""), withPerAttemptTimeout(attemptTimeout))
+		warm(t, e, s, e.p, serverStream)
+		c, i := e.dialWith(t, s, retryConfig(t, 3, `"UNAVAILABLE"`, ""), withPerAttemptTimeout(countedTimeout))
 		var n int
 		r, err := c.unary(e.countAttempts(context.Background(), &n), "x", nil)
 		if err != nil {
@@ -61,8 +63,8 @@ func TestPerAttemptTimeoutUnary(t *testing.T) {
 		// The server sees the per-attempt deadline, though the call has
 		// none.
 		for k := range 2 {
-			if left := <-deadlines; left < 0 || left > attemptTimeout {
-				t.Fatalf("attempt %d: server deadline %v away, want within %v", k+1, left, attemptTimeout)
+			if left := <-deadlines; left < 0 || left > countedTimeout {
+				t.Fatalf("attempt %d: server deadline %v away, want within %v", k+1, left, countedTimeout)
 			}
 		}
 		if st := i.Stats()[unary]; st.AttemptTimeouts != 1 {
@@ -173,14 +175,14 @@ func TestPerAttemptTimeoutServerStream(t *testing.T) {
 }
 
 // firstThenQuiet makes every server stream send one message, go quiet
-// for five timeouts, and send two more.
+// for two counted timeouts, and send two more.
 func firstThenQuiet() handlers {
 	return handlers{serverStream: func(in *call, send func(string) error) error {
 		if err := send("0"); err != nil {
 			return err
 		}
 		select {
-		case <-time.After(5 * attemptTimeout):
+		case <-time.After(2 * countedTimeout):
 		case <-in.ctx.Done():
 			return in.ctx.Err()
 		}
@@ -197,8 +199,10 @@ func firstThenQuiet() handlers {
 // commits a stream; however long the next takes, it is not cut.
 func TestPerAttemptTimeoutNeverCutsCommittedStream(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
+		t.Parallel()
 		s := e.start(t, firstThenQuiet())
-		c, _ := e.dialAuto(t, s, retryConfig(t, 3, `"UNAVAILABLE"`, ""), withPerAttemptTimeout(attemptTimeout))
+		warm(t, e, s, e.p, unary)
+		c, _ := e.dialAuto(t, s, retryConfig(t, 3, `"UNAVAILABLE"`, ""), withPerAttemptTimeout(countedTimeout))
 		st, err := c.open(context.Background(), serverStream, "x", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -210,7 +214,7 @@ func TestPerAttemptTimeoutNeverCutsCommittedStream(t *testing.T) {
 }
 
 // headersThenQuiet makes every server stream send its headers and then go
-// quiet for five timeouts before answering.
+// quiet for two counted timeouts before answering.
 func headersThenQuiet() handlers {
 	return handlers{serverStream: func(in *call, send func(string) error) error {
 		in.setHeader("X-Early", "1")
@@ -218,7 +222,7 @@ func headersThenQuiet() handlers {
 			return err
 		}
 		select {
-		case <-time.After(5 * attemptTimeout):
+		case <-time.After(2 * countedTimeout):
 		case <-in.ctx.Done():
 			return in.ctx.Err()
 		}
@@ -239,8 +243,10 @@ func headersThenQuiet() handlers {
 // first message, and every attempt of such a stream is cut.
 func TestPerAttemptTimeoutHeaders(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
+		t.Parallel()
 		s := e.start(t, headersThenQuiet())
-		c, _ := e.dialAuto(t, s, retryConfig(t, 3, `"UNAVAILABLE"`, ""), withPerAttemptTimeout(attemptTimeout))
+		warm(t, e, s, e.p, unary)
+		c, _ := e.dialAuto(t, s, retryConfig(t, 3, `"UNAVAILABLE"`, ""), withPerAttemptTimeout(countedTimeout))
 		st, err := c.open(context.Background(), serverStream, "x", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -264,7 +270,8 @@ func TestPerAttemptTimeoutHeaders(t *testing.T) {
 func TestPerAttemptTimeoutHeaderReadCommits(t *testing.T) {
 	e := env{v1, grpcH2C}
 	s := e.start(t, headersThenQuiet())
-	c, _ := e.dialAuto(t, s, retryConfig(t, 3, `"UNAVAILABLE"`, ""), withPerAttemptTimeout(attemptTimeout))
+	warm(t, e, s, e.p, unary)
+	c, _ := e.dialAuto(t, s, retryConfig(t, 3, `"UNAVAILABLE"`, ""), withPerAttemptTimeout(countedTimeout))
 	st, err := c.open(context.Background(), serverStream, "x", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -141,20 +141,6 @@ func TestServerStreamHeaderCommits(t *testing.T) {
 	}
 }
 
-func TestServerStreamHedgingPolicyNotApplied(t *testing.T) {
-	each(t, func(t *testing.T, e env) {
-		srv := e.start(t, streamFailFirst(1, serviceconfig.Unavailable))
-		c, _ := e.dialManual(t, srv, hedgeConfig(t, 3, "0s", `"UNAVAILABLE"`, ""))
-		st, err := c.open(context.Background(), serverStream, "m", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := receiveAll(t, st); e.codeOf(err) != serviceconfig.Unavailable || srv.count(serverStream) != 1 {
-			t.Fatalf("err %v after %d attempts, want unavailable after 1", err, srv.count(serverStream))
-		}
-	})
-}
-
 // streamProtocols are the protocols in which a client or bidi stream
 // runs: all three over HTTP/2 (h2c), where a stream is full duplex, and in
 // process for v2.
