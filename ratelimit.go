@@ -95,10 +95,10 @@ func (c AdaptiveRateLimitConfig) Validate() error {
 
 // RateFeedback is what one answer says about the server's limit.
 type RateFeedback struct {
-	// Throttled says the server refused the attempt because the client
+	// SlowDown says the server refused the attempt because the client
 	// sends too fast: HTTP 429, 503 with Retry-After, gRPC and Connect
-	// RESOURCE_EXHAUSTED, any answer with pushback.
-	Throttled bool
+	// RESOURCE_EXHAUSTED, any answer with pushback ([RetryInfo.SlowDown]).
+	SlowDown bool
 	// Wait is the server's explicit wait (Retry-After, pushback,
 	// google.rpc.RetryInfo), 0 for none.
 	Wait time.Duration
@@ -386,21 +386,21 @@ func (l *AdaptiveRateLimit) Observe(r Reservation, now time.Time, f RateFeedback
 	defer l.mu.Unlock()
 	l.measure(now)
 	l.answered(r)
-	if f.Throttled && f.Wait > 0 {
+	if f.SlowDown && f.Wait > 0 {
 		if till := now.Add(f.Wait); till.After(l.holdTill) {
 			l.holdTill = till
 		}
 	}
 	var next float64
 	switch {
-	case f.Throttled && !l.enabled && !l.slowEnd:
+	case f.SlowDown && !l.enabled && !l.slowEnd:
 		// The first cut, from the slow start's reference (see cut): the
 		// attempts answered so far are too few to cap it.
 		l.setRate(now, l.cut(now, f.Wait))
 		return
-	case f.Throttled && (!l.enabled || r.cut == l.cuts && r.seq-l.cutSeq >= roundAttempts):
+	case f.SlowDown && (!l.enabled || r.cut == l.cuts && r.seq-l.cutSeq >= roundAttempts):
 		next = l.cut(now, f.Wait)
-	case f.Throttled && r.cut == l.cuts:
+	case f.SlowDown && r.cut == l.cuts:
 		// Within the round: the rate holds (the server's wait, above,
 		// holds it longer).
 		return

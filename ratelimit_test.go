@@ -75,7 +75,7 @@ func at(s float64) time.Time { return rlT0.Add(time.Duration(s * float64(time.Se
 func feed(l *rebound.AdaptiveRateLimit, from, to, rate float64, throttled bool) {
 	for s := from; s < to-1e-9; s += 1 / rate {
 		r := l.Reserve(at(s))
-		l.Observe(r, at(s), rebound.RateFeedback{Throttled: throttled})
+		l.Observe(r, at(s), rebound.RateFeedback{SlowDown: throttled})
 	}
 }
 
@@ -95,7 +95,7 @@ func TestAdaptiveRateLimitCubic(t *testing.T) {
 		t.Fatal("a reservation waits before any throttle")
 	}
 	r := l.Reserve(at(2))
-	l.Observe(r, at(2), rebound.RateFeedback{Throttled: true})
+	l.Observe(r, at(2), rebound.RateFeedback{SlowDown: true})
 	if got := l.Rate(); !near(got, 7) {
 		t.Fatalf("rate after the throttle %v, want 0.7 × 10", got)
 	}
@@ -124,7 +124,7 @@ func TestAdaptiveRateLimitCubic(t *testing.T) {
 func TestAdaptiveRateLimitMinRate(t *testing.T) {
 	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 2})
 	r := l.Reserve(at(0))
-	l.Observe(r, at(0), rebound.RateFeedback{Throttled: true})
+	l.Observe(r, at(0), rebound.RateFeedback{SlowDown: true})
 	if l.Rate() != 2 {
 		t.Fatalf("rate %v, want the floor 2", l.Rate())
 	}
@@ -141,7 +141,7 @@ func TestAdaptiveRateLimitOneCutPerRound(t *testing.T) {
 		burst[i] = l.Reserve(at(2))
 	}
 	for _, r := range burst {
-		l.Observe(r, at(2.01), rebound.RateFeedback{Throttled: true})
+		l.Observe(r, at(2.01), rebound.RateFeedback{SlowDown: true})
 	}
 	first := l.Rate()
 	if !near(first, 14) {
@@ -149,13 +149,13 @@ func TestAdaptiveRateLimitOneCutPerRound(t *testing.T) {
 	}
 	for i, s := range []float64{2.1, 2.2} {
 		r := l.Reserve(at(s))
-		l.Observe(r, at(s), rebound.RateFeedback{Throttled: true})
+		l.Observe(r, at(s), rebound.RateFeedback{SlowDown: true})
 		if got := l.Rate(); !near(got, first) {
 			t.Fatalf("a throttle of attempt %d after the cut changed the rate to %v, want it held at %v", i+1, got, first)
 		}
 	}
 	r := l.Reserve(at(2.3))
-	l.Observe(r, at(2.3), rebound.RateFeedback{Throttled: true})
+	l.Observe(r, at(2.3), rebound.RateFeedback{SlowDown: true})
 	if got := l.Rate(); !(got < first*0.75) {
 		t.Fatalf("a throttle of the third attempt sent after the cut left the rate at %v", got)
 	}
@@ -169,7 +169,7 @@ func TestAdaptiveRateLimitWaitCaps(t *testing.T) {
 	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	feed(l, 0, 2, 10, false)
 	r := l.Reserve(at(2))
-	l.Observe(r, at(2), rebound.RateFeedback{Throttled: true}) // 7, no wait
+	l.Observe(r, at(2), rebound.RateFeedback{SlowDown: true}) // 7, no wait
 	// The first attempt after the cut; its answer comes late.
 	slow := l.Reserve(at(2))
 	feed(l, 2, 3, 10, false)
@@ -177,7 +177,7 @@ func TestAdaptiveRateLimitWaitCaps(t *testing.T) {
 	if !(before > 7) {
 		t.Fatalf("rate %v a second after the cut, want it climbing above 7", before)
 	}
-	l.Observe(slow, at(3), rebound.RateFeedback{Throttled: true, Wait: 2 * time.Second})
+	l.Observe(slow, at(3), rebound.RateFeedback{SlowDown: true, Wait: 2 * time.Second})
 	if got := l.Rate(); got != before {
 		t.Fatalf("rate %v after a throttle within the round, want no cut (%v)", got, before)
 	}
@@ -236,7 +236,7 @@ func TestAdaptiveRateLimitSlowStart(t *testing.T) {
 	if l.Rate() != 0 {
 		t.Fatalf("rate %v in the slow start, want 0 (no bucket)", l.Rate())
 	}
-	l.Observe(flying[1], at(0.002), rebound.RateFeedback{Throttled: true, Wait: time.Second})
+	l.Observe(flying[1], at(0.002), rebound.RateFeedback{SlowDown: true, Wait: time.Second})
 	select {
 	case <-waiting[0].Answer():
 	default:
@@ -306,7 +306,7 @@ func TestAdaptiveRateLimitConverges(t *testing.T) {
 		r := l.Reserve(at(s))
 		s = r.Time().Sub(rlT0).Seconds()
 		ok := allow(s)
-		l.Observe(r, at(s), rebound.RateFeedback{Throttled: !ok, Wait: time.Second})
+		l.Observe(r, at(s), rebound.RateFeedback{SlowDown: !ok, Wait: time.Second})
 		if s >= 5 {
 			sent++
 			if ok {
@@ -327,7 +327,7 @@ func TestAdaptiveRateLimitHold(t *testing.T) {
 	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	feed(l, 0, 2, 10, false)
 	r := l.Reserve(at(2))
-	l.Observe(r, at(2), rebound.RateFeedback{Throttled: true, Wait: 3 * time.Second})
+	l.Observe(r, at(2), rebound.RateFeedback{SlowDown: true, Wait: 3 * time.Second})
 	feed(l, 2, 4.95, 10, false)
 	if got := l.Rate(); !near(got, 7) {
 		t.Fatalf("rate %v within the server's wait, want it held at 7", got)
@@ -346,7 +346,7 @@ func TestAdaptiveRateLimitHold(t *testing.T) {
 func TestAdaptiveRateLimitReserveCancel(t *testing.T) {
 	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 10})
 	r := l.Reserve(at(0))
-	l.Observe(r, at(0), rebound.RateFeedback{Throttled: true}) // limits at the floor, 10/s
+	l.Observe(r, at(0), rebound.RateFeedback{SlowDown: true}) // limits at the floor, 10/s
 	now := at(0)
 	var rs []rebound.Reservation
 	for range 3 {
@@ -375,7 +375,7 @@ func TestAdaptiveRateLimitBounded(t *testing.T) {
 	allocs := testing.AllocsPerRun(10_000, func() {
 		s += 0.001
 		r := l.Reserve(at(s))
-		l.Observe(r, at(s), rebound.RateFeedback{Throttled: int(s*1000)%7 == 0, Wait: time.Second})
+		l.Observe(r, at(s), rebound.RateFeedback{SlowDown: int(s*1000)%7 == 0, Wait: time.Second})
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per attempt, want 0", allocs)
@@ -394,7 +394,7 @@ func TestErrRateLimited(t *testing.T) {
 func TestAdaptiveRateLimitReady(t *testing.T) {
 	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 10})
 	r := l.Reserve(at(0))
-	l.Observe(r, at(0), rebound.RateFeedback{Throttled: true}) // 10/s
+	l.Observe(r, at(0), rebound.RateFeedback{SlowDown: true}) // 10/s
 	a, b := l.Reserve(at(0)), l.Reserve(at(0))
 	if !l.Ready(a, a.Time()) {
 		t.Fatal("the first wait to end was not ready")
@@ -404,7 +404,7 @@ func TestAdaptiveRateLimitReady(t *testing.T) {
 		t.Fatalf("a wait ending 10ms after another at 10/s was ready (its time was %v)", late)
 	}
 	c := l.Reserve(at(1))
-	l.Observe(c, at(1), rebound.RateFeedback{Throttled: true})
+	l.Observe(c, at(1), rebound.RateFeedback{SlowDown: true})
 	if d := l.Reserve(at(1)); !l.Ready(d, d.Time()) || l.Ready(c, at(1.5)) {
 		t.Fatal("after a cut, the new reservation must be ready and the old one not")
 	}
@@ -422,7 +422,7 @@ func BenchmarkAdaptiveRateLimit(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 1e12})
 			if limiting {
-				l.Observe(l.Reserve(time.Now()), time.Now(), rebound.RateFeedback{Throttled: true})
+				l.Observe(l.Reserve(time.Now()), time.Now(), rebound.RateFeedback{SlowDown: true})
 			}
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {

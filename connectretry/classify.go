@@ -12,8 +12,10 @@ import (
 // Failure is a failed attempt, as a classifier given to [WithClassifier]
 // sees it. Its fields must not be modified.
 type Failure struct {
-	// Procedure is the call's procedure, "/package.Service/Method".
-	Procedure string
+	// Method is the call's procedure, "/package.Service/Method"
+	// (connect.Spec.Procedure), the name grpcretry's Failure.Method and
+	// the statistics give it.
+	Method string
 	// Err is the attempt's error: its code, message and details, and in
 	// its Meta the response's header and trailer metadata.
 	Err *connect.Error
@@ -30,12 +32,13 @@ type Failure struct {
 //     codes: the call has a policy;
 //   - f can never undo a commit, nor the server's pushback, "stop" or
 //     RetryInfo;
-//   - f may mark a failure as throttling with a harder Backoff of its
-//     own, as Local (a client-side limit: no budget is spent or refilled
-//     for it), or as a Class with its own attempt limit (ClassAttempts).
+//   - f may mark a failure as the server's slow-down (SlowDown) with a
+//     harder Backoff of its own, as Local (a client-side limit: no budget
+//     is spent or refilled for it), or as a Class with its own attempt
+//     limit (ClassAttempts).
 //
 // The built-in verdict marks ResourceExhausted, and any answer with
-// pushback, as throttling (Throttle); under [WithAdaptiveRateLimit] the
+// pushback, as slow-down (SlowDown); under [WithAdaptiveRateLimit] the
 // mark f returns is what the rate limit counts.
 //
 // A per-attempt timeout is not given to f. f runs on the call's path, once
@@ -52,7 +55,7 @@ func WithClassifier(f func(Failure, rebound.RetryInfo) rebound.RetryInfo) Option
 			if !errors.As(err, &ce) {
 				ce = connect.NewError(connect.CodeUnknown, err)
 			}
-			return f(Failure{Procedure: procedure, Err: ce}, info)
+			return f(Failure{Method: procedure, Err: ce}, info)
 		}
 	})
 }

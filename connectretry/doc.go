@@ -53,7 +53,7 @@
 // (the idempotency_level option of a protobuf method); a stream that is
 // retried runs its handler again with the messages sent so far. [AIP194] and
 // [AIP194Services] build the service config of that safe default set, and
-// [SafeToRetry] tells whether one procedure belongs to it. Configure other
+// [Idempotent] tells whether one procedure belongs to it. Configure other
 // procedures, or hedging, only when running them twice is harmless.
 //
 // # Semantics
@@ -76,11 +76,14 @@
 //     is shorter. Its waitForReady and message size limits are not applied:
 //     connect sets size limits per client (connect.WithReadMaxBytes,
 //     connect.WithSendMaxBytes).
-//   - A call that ends in failure after a policy governed it returns a
-//     *connect.Error with the last attempt's code, message, details and
-//     metadata, which unwraps to an [*Error] with the number of attempts and
-//     why retrying stopped. [CountAttempts] reports the number of attempts
-//     of any call.
+//   - A call that ends in failure after a policy governed it returns an
+//     error whose text says why, as grpcretry's and httpretry's do
+//     ("connectretry: gave up after 3 attempts (attempts exhausted):
+//     unavailable: busy"). It unwraps to a *connect.Error with the last
+//     attempt's code, message, details and metadata (connect.CodeOf and
+//     errors.As see it; a handler that passes the error on sends that), and
+//     to a [rebound.Error] with the number of attempts and why retrying
+//     stopped. [CountAttempts] reports the number of attempts of any call.
 //
 // # Seeing retries
 //
@@ -90,11 +93,13 @@
 // the throttle refused or server pushback delayed or stopped.
 // [WithMeterProvider] records the same as the OpenTelemetry instruments of
 // gRFC A96 (grpc.client.call.retries, grpc.client.call.hedges,
-// grpc.client.call.retry_delay, with the attributes grpc.method and
-// grpc.target), and [WithLogger] writes one debug record per decision: a
-// retry scheduled, a hedge sent, a stream committed, or giving up and why.
-// A unary call is recorded when it returns, a stream when it commits to an
-// attempt (or fails before one); calls that no policy
+// grpc.client.call.retry_delay) and rebound's own
+// (rebound.client.call.retries_throttled, .retries_pushback_stopped,
+// .attempt_timeouts), with the attributes grpc.method, grpc.target and
+// rpc.system.name "connectrpc", and [WithLogger] writes one debug record
+// per decision: a retry scheduled, a hedge sent, a stream committed, or
+// giving up and why. A unary call is recorded when it returns, a stream
+// when it commits to an attempt (or fails before one); calls that no policy
 // governs are not recorded. Hedged attempts overlap, so the delay of hedged
 // calls is not measured. [WithTracerProvider] traces each call with a span
 // per attempt, as grpcretry does (gRFC A72).

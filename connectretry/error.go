@@ -13,21 +13,27 @@ import (
 	"github.com/rebound-go/rebound/internal/previous"
 )
 
-// callError builds the error of a call that a retry or hedging policy
-// governed and that failed: a *connect.Error with the last attempt's code,
-// message, details and metadata, so that connect.CodeOf and errors.As with
-// a *connect.Error see the last attempt's unchanged (a handler that passes
-// it on passes on the server's error, not rebound's account). It unwraps
+// newCallError returns the error of a call that a retry or hedging policy
+// governed and that failed, from the engine's verdict re. Its text says
+// why retrying stopped, as grpcretry's and httpretry's do: "connectretry:
+// gave up after 3 attempts (attempts exhausted): unavailable: busy". It
+// unwraps to a *connect.Error with the last attempt's code, message,
+// details and metadata, so that connect.CodeOf and errors.As with a
+// *connect.Error see the last attempt's unchanged (a handler that passes
+// the error on sends the server's, not rebound's account), and through it
 // to the [rebound.Error] that says why retrying stopped, which errors.As
 // finds (the number of attempts, the reason, the last attempt's error) and
 // through which errors.Is sees the reason: rebound.ErrAttemptsExhausted,
 // rebound.ErrThrottled, rebound.ErrPushback, rebound.ErrNotRetryable,
 // rebound.ErrDeadline, or the context's cause.
 //
+// A *connect.Error cannot carry that text itself: its text begins with
+// its code, and its message is what goes on the wire.
+//
 // A call made once because no policy applies returns connect's error as it
 // is.
-func callError(last error, attempts int, reason error) *connect.Error {
-	re := &rebound.Error{Err: last, Attempts: attempts, Reason: reason}
+func newCallError(re *rebound.Error) error {
+	last := re.Err
 	code := connect.CodeUnknown
 	var lastCE *connect.Error
 	if errors.As(last, &lastCE) {
@@ -51,7 +57,7 @@ func callError(last error, attempts int, reason error) *connect.Error {
 			maps.Copy(out.Meta(), meta)
 		}
 	}
-	return out
+	return &engine.CallError{Last: out, RE: re}
 }
 
 // lastMessage carries the last attempt's message to the *connect.Error a

@@ -105,7 +105,7 @@ func (major) Error(code serviceconfig.Code, err error) error {
 	return connect.NewError(connect.Code(code), err)
 }
 
-func (major) GaveUp(re *rebound.Error) error { return callError(re.Err, re.Attempts, re.Reason) }
+func (major) GaveUp(re *rebound.Error) error { return newCallError(re) }
 
 // retryDelay returns the delay of the first google.rpc.RetryInfo in ce's
 // details, and whether there is a valid one.

@@ -120,3 +120,22 @@ func FuzzPreviousAttempts(f *testing.F) {
 		}
 	})
 }
+
+// TestErrorPassedOn: a handler that returns the error of a call it made
+// through the interceptor sends its own caller the last attempt's code and
+// message, not the account of retrying that the error's text adds.
+func TestErrorPassedOn(t *testing.T) {
+	backend := startServer(t, failFirst(100, connect.CodeUnavailable), false)
+	c, _ := dial(t, backend, connectProtocol, retryConfig(t, 3, `"UNAVAILABLE"`, ""))
+	front := startServer(t, handlers{unary: func(ctx context.Context, _ int, req *request) (*connect.Response[msg], error) {
+		return call(ctx, c.unary, req.Msg.GetValue())
+	}}, false)
+	_, err := call(context.Background(), connect.NewClient[msg, msg](front.client, front.url+unary), "x")
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeUnavailable || ce.Message() != "attempt 3 fails" {
+		t.Fatalf("the front's caller got %v, want the backend's last error, unavailable: attempt 3 fails", err)
+	}
+	if backend.count(unary) != 3 {
+		t.Fatalf("%d attempts at the backend, want 3", backend.count(unary))
+	}
+}

@@ -331,13 +331,13 @@ func TestPerAttemptTimeoutObserved(t *testing.T) {
 	var cut int64 = -1
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "grpc.client.call.attempt_timeouts" && len(s.DataPoints) == 1 {
+			if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "rebound.client.call.attempt_timeouts" && len(s.DataPoints) == 1 {
 				cut = s.DataPoints[0].Value
 			}
 		}
 	}
 	if cut != 2 {
-		t.Fatalf("grpc.client.call.attempt_timeouts = %d, want 2", cut)
+		t.Fatalf("rebound.client.call.attempt_timeouts = %d, want 2", cut)
 	}
 	if n := strings.Count(logs.String(), "rebound: per-attempt timeout, retry scheduled"); n != 2 {
 		t.Fatalf("%d records of a cut attempt retried, want 2:\n%s", n, logs.String())

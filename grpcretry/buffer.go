@@ -19,33 +19,20 @@ import (
 // stream count it from the start; a retried unary call from its first
 // failure, when a retry first needs it (see unaryCall.buffer).
 
-// reserve takes n bytes of the client's total buffer, if they are free.
-func (c *Client) reserve(n int) bool {
-	if c.buffered.Add(int64(n)) > int64(c.opts.bufferTotal) {
-		c.buffered.Add(-int64(n))
-		return false
-	}
-	return true
-}
-
-// release gives back n bytes of the client's total buffer.
-func (c *Client) release(n int) {
-	if n > 0 {
-		c.buffered.Add(-int64(n))
-	}
-}
+// release gives back n bytes of the client's buffer.
+func (c *Client) release(n int) { c.buffers.Release(n) }
 
 // reserveRequest takes the room of a one-message call's request in the
 // buffer, and reports how much it took and whether the request fits: it
-// does not when it is larger than the per-RPC limit or than what is left of
-// the total. A request whose size cannot be told is taken to fit, and
+// does not when it is larger than the per-call limit or than what is left
+// of the total. A request whose size cannot be told is taken to fit, and
 // takes nothing.
 func (c *Client) reserveRequest(req any, opts []grpc.CallOption) (int, bool) {
 	n, ok := requestSize(req, opts)
 	if !ok {
 		return 0, true
 	}
-	if n > c.opts.bufferPerRPC || !c.reserve(n) {
+	if !c.buffers.Reserve(0, n) {
 		return 0, false
 	}
 	return n, true

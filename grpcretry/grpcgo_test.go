@@ -373,7 +373,7 @@ func TestGRPCGoRetryStreaming(t *testing.T) {
 			}})
 			// grpc.MaxRetryRPCBufferSize(200) in grpc-go's test.
 			var client testpb.TestServiceClient
-			client, clk = grpcGoClient(t, srv, grpcGoConfig(t, 4, `"UNAVAILABLE"`, ""), grpcretry.WithBufferLimits(grpcretry.DefaultBufferTotal, 200))
+			client, clk = grpcGoClient(t, srv, grpcGoConfig(t, 4, `"UNAVAILABLE"`, ""), grpcretry.WithBufferLimits(rebound.DefaultBufferTotal, 200))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			st, err := client.FullDuplexCall(ctx)

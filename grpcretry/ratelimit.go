@@ -29,7 +29,7 @@ import (
 // trailer, are throttles; the pushback delay, or else the retry_delay of a
 // google.rpc.RetryInfo in the status details, holds the rate until it has
 // passed. Every other status only feeds the measured rate. With
-// [WithClassifier], the classifier's Throttle mark has the last word on a
+// [WithClassifier], the classifier's SlowDown mark has the last word on a
 // call's failed attempts, streams included: the built-in verdict it is
 // given marks what these rules count, a failure it marks counts as a
 // throttle, and a throttle it unmarks only feeds the measured rate. The

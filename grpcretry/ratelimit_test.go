@@ -218,15 +218,15 @@ func TestAdaptiveRateLimitThrottles(t *testing.T) {
 // the built-in verdict it is given marks, does not once it unmarks it; a
 // mark it leaves as it was is judged by the limit's own rules.
 func TestAdaptiveRateLimitClassifier(t *testing.T) {
-	mark := func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = true; return i }
-	unmark := func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = false; return i }
+	mark := func(i rebound.RetryInfo) rebound.RetryInfo { i.SlowDown = true; return i }
+	unmark := func(i rebound.RetryInfo) rebound.RetryInfo { i.SlowDown = false; return i }
 	same := func(i rebound.RetryInfo) rebound.RetryInfo { return i }
 	for _, c := range []struct {
 		name     string
 		hedged   bool
 		stream   bool
 		code     codes.Code
-		given    bool // the built-in verdict's Throttle mark
+		given    bool // the built-in verdict's SlowDown mark
 		judge    func(rebound.RetryInfo) rebound.RetryInfo
 		throttle bool
 	}{
@@ -250,8 +250,8 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 			}
 			var judged atomic.Int32
 			tc, clk := limitedClient(t, srv, cfg, grpcretry.WithClassifier(func(f grpcretry.Failure, builtin rebound.RetryInfo) rebound.RetryInfo {
-				if judged.Add(1) == 1 && builtin.Throttle != c.given {
-					t.Errorf("the built-in verdict's Throttle is %v, want %v", builtin.Throttle, c.given)
+				if judged.Add(1) == 1 && builtin.SlowDown != c.given {
+					t.Errorf("the built-in verdict's SlowDown is %v, want %v", builtin.SlowDown, c.given)
 				}
 				return c.judge(builtin)
 			}))

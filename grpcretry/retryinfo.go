@@ -37,10 +37,10 @@ func WithRetryDelayCap(d time.Duration) Option {
 // retried only when the server says when capacity will be back. It applies
 // to calls under a retry or hedging policy. Each code must be a failure's
 // (not OK, at most Unauthenticated).
-func WithRetryInfoRequired(cs ...codes.Code) Option {
+func WithRetryInfoRequired(codes ...codes.Code) Option {
 	return optionFunc(func(o *options) {
-		sc := make([]serviceconfig.Code, len(cs))
-		for i, c := range cs {
+		sc := make([]serviceconfig.Code, len(codes))
+		for i, c := range codes {
 			sc[i] = serviceconfig.Code(c)
 		}
 		o.SetRetryInfoRequired(sc)

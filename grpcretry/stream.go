@@ -15,8 +15,8 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/internal/distinct"
+	"github.com/rebound-go/rebound/internal/msglog"
 	"github.com/rebound-go/rebound/internal/observe"
-	"github.com/rebound-go/rebound/internal/replay"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -34,7 +34,7 @@ import (
 //   - an attempt receives response headers or a message (which is also
 //     when the application can first read headers); a Trailers-Only
 //     response, the usual form of an early error, does not commit;
-//   - keeping a message would take the call past the per-RPC buffer limit
+//   - keeping a message would take the call past the per-call buffer limit
 //     or the client past its total limit ([WithBufferLimits]); that
 //     message is sent but never kept;
 //   - the application sends a message that is not a proto message, or does
@@ -270,7 +270,7 @@ type clientStream struct {
 
 // state is the part of a clientStream that its mu guards.
 type state struct {
-	buf       replay.Buffer
+	buf       msglog.Buffer
 	closed    bool // the application called CloseSend
 	sentLast  bool // the application may send no more messages
 	committed bool // no further attempts
@@ -356,13 +356,13 @@ func (s *clientStream) SendMsg(m any) error {
 }
 
 func (s *clientStream) send(m any) error {
-	var e replay.Entry
+	var e msglog.Entry
 	keep := false
 	if !s.isCommitted.Load() {
-		e, keep = replay.Encode(m, s.c.opts.bufferPerRPC)
+		e, keep = msglog.Encode(m, s.c.buffers.PerCall)
 	}
 	s.mu.Lock()
-	if keep && !s.done && !s.sentLast && !s.committed && s.buf.Bytes()+e.Cost() <= s.c.opts.bufferPerRPC && s.reserve(e.Cost()) {
+	if keep && !s.done && !s.sentLast && !s.committed && s.c.buffers.Reserve(s.buf.Bytes(), e.Cost()) {
 		if !s.desc.ClientStreams {
 			s.sentLast = true
 		}
@@ -402,15 +402,12 @@ func (s *clientStream) send(m any) error {
 	return s.sendCommitted(m)
 }
 
-// reserve takes n bytes of the client's total buffer, if they are free.
-func (s *clientStream) reserve(n int) bool { return s.c.reserve(n) }
-
 // release gives back n bytes of the client's total buffer.
 func (s *clientStream) release(n int) { s.c.release(n) }
 
 // sendKept keeps m as e and sends it to the attempts in flight. Called
 // with mu held; it unlocks.
-func (s *clientStream) sendKept(m any, e replay.Entry) error {
+func (s *clientStream) sendKept(m any, e msglog.Entry) error {
 	at := s.buf.End()
 	if at > 0 && !s.watched {
 		// The call keeps more than one message: a control goroutine

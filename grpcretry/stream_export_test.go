@@ -1,15 +1,15 @@
 package grpcretry
 
-import "github.com/rebound-go/rebound/internal/replay"
+import "github.com/rebound-go/rebound/internal/msglog"
 
 // BufferedBytes returns what c's streams keep for replay, counted against
 // the total buffer limit: the test hook for memory bounds.
-func BufferedBytes(c *Client) int64 { return c.buffered.Load() }
+func BufferedBytes(c *Client) int64 { return c.buffers.Used() }
 
 // Cost returns what keeping m costs against the buffer limits, or -1 if m
 // cannot be kept.
 func Cost(m any) int {
-	e, ok := replay.Encode(m, 1<<62)
+	e, ok := msglog.Encode(m, 1<<62)
 	if !ok {
 		return -1
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/rebound-go/rebound/internal/replay"
 )
 
 // A response that will not be returned is drained a little before it is
@@ -71,28 +73,30 @@ type outgoing struct {
 func (o *outgoing) replayable() bool { return o.getBody != nil }
 
 // prepare works out how req's body can be sent more than once without
-// modifying req. A body without GetBody is buffered when it fits in
-// maxBuffered bytes; otherwise the request is sent once, with the part
-// already read put back in front of the rest.
-func prepare(req *http.Request, maxBuffered int64) (outgoing, error) {
+// modifying req. A body without GetBody is buffered when it fits in the
+// buffer limits of pool, whose room it then holds: held bytes, which the
+// caller releases once the request's attempts are over. Otherwise the
+// request is sent once, with the part already read put back in front of
+// the rest.
+func prepare(req *http.Request, pool *replay.Pool) (out outgoing, held int, err error) {
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
-		return outgoing{first: req, getBody: noBody}, nil
+		return outgoing{first: req, getBody: noBody}, 0, nil
 	case req.GetBody != nil:
-		return outgoing{first: req, getBody: req.GetBody}, nil
-	case req.ContentLength > maxBuffered:
-		return outgoing{first: req}, nil
+		return outgoing{first: req, getBody: req.GetBody}, 0, nil
+	case req.ContentLength > int64(pool.PerCall):
+		return outgoing{first: req}, 0, nil
 	}
-	prefix, err := io.ReadAll(io.LimitReader(req.Body, maxBuffered+1))
+	prefix, err := io.ReadAll(io.LimitReader(req.Body, int64(pool.PerCall)+1))
 	if err != nil {
 		_ = req.Body.Close()
-		return outgoing{}, fmt.Errorf("httpretry: reading request body: %w", err)
+		return outgoing{}, 0, fmt.Errorf("httpretry: reading request body: %w", err)
 	}
 	first := new(http.Request)
 	*first = *req
-	if int64(len(prefix)) > maxBuffered {
+	if !pool.Reserve(0, len(prefix)) {
 		first.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(prefix), req.Body), Closer: req.Body}
-		return outgoing{first: first}, nil
+		return outgoing{first: first}, 0, nil
 	}
 	_ = req.Body.Close()
 	getBody := noBody
@@ -106,7 +110,7 @@ func prepare(req *http.Request, maxBuffered int64) (outgoing, error) {
 		// sent chunked. A wrong length stays for the base to report.
 		first.ContentLength = int64(len(prefix))
 	}
-	return outgoing{first: first, getBody: getBody}, nil
+	return outgoing{first: first, getBody: getBody}, len(prefix), nil
 }
 
 func noBody() (io.ReadCloser, error) { return http.NoBody, nil }

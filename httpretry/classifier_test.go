@@ -67,7 +67,7 @@ func TestClassifierThrottleBackoff(t *testing.T) {
 	srv := newServer(t, script(429, 429, 200))
 	hard := rebound.Backoff{Initial: 4 * time.Second, Max: time.Minute, Multiplier: 3}
 	client, clk := newClient(t, httpretry.WithClassifier(func(f httpretry.Failure, v rebound.RetryInfo) rebound.RetryInfo {
-		if v.Throttle {
+		if v.SlowDown {
 			v.Backoff = hard
 		}
 		return v

@@ -18,28 +18,28 @@ type requestHeaders struct {
 }
 
 // WithIdempotencyKey gives every request that is not idempotent (see
-// [WithIdempotent]) a key in header, and so makes it retryable: a POST to
+// [WithIdempotent]) a key in the header name, and so makes it retryable: a POST to
 // a payment API, say, whose server keeps the outcome of each key and
 // answers a repeated request with it instead of acting twice. The key is
 // made once per request by generate, before the first attempt, and the
 // same key goes with every attempt and every hedge of it. A request that
-// already carries header keeps its own key, and is retryable too.
+// already carries that header keeps its own key, and is retryable too.
 //
-// header must be a valid header name, such as "Idempotency-Key" (the
+// name must be a valid header name, such as "Idempotency-Key" (the
 // IETF draft's, and Stripe's). generate must be safe for concurrent use
 // and return a key unique to the request, a valid header value that is
 // not empty; nil means a random UUID (version 4). A request whose key
 // generate gets wrong fails with an error naming this option, unsent.
-func WithIdempotencyKey(header string, generate func() string) Option {
+func WithIdempotencyKey(name string, generate func() string) Option {
 	return optionFunc(func(c *config) {
-		if !validHeaderName(header) {
-			c.fail("WithIdempotencyKey", "header %q is not a valid header name", header)
+		if !validHeaderName(name) {
+			c.fail("WithIdempotencyKey", "name %q is not a valid header name", name)
 			return
 		}
 		if generate == nil {
 			generate = uuid4
 		}
-		c.headers.key, c.headers.generate = http.CanonicalHeaderKey(header), generate
+		c.headers.key, c.headers.generate = http.CanonicalHeaderKey(name), generate
 	})
 }
 

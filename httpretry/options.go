@@ -11,16 +11,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/replay"
 )
 
-// Defaults used by [NewTransport] when no option overrides them.
-const (
-	// DefaultMaxAttempts is the number of attempts, the first included.
-	DefaultMaxAttempts = 3
-	// DefaultMaxBufferedBody is the largest request body, in bytes, that is
-	// buffered so that it can be sent again when the request has no GetBody.
-	DefaultMaxBufferedBody = 1 << 20
-)
+// DefaultMaxAttempts is the number of attempts, the first included, that
+// [NewTransport] makes when no option says otherwise.
+const DefaultMaxAttempts = 3
 
 // DefaultRetryableStatus lists the status codes retried by default: 429 Too
 // Many Requests, 502 Bad Gateway, 503 Service Unavailable and 504 Gateway
@@ -52,7 +48,7 @@ type config struct {
 	hedge         *rebound.HedgingPolicy
 	clock         rebound.Clock
 	random        rebound.Random
-	maxBuffered   int64
+	buffers       replay.Limits
 	meters        metric.MeterProvider
 	// attemptTimeout is WithPerAttemptTimeout's, 0 for none;
 	// trustedOverrides is WithTrustedOverrides.
@@ -248,13 +244,13 @@ func WithHedging(delay time.Duration, maxAttempts int) Option {
 
 // WithClock sets the clock for waits, hedging delays, deadlines and
 // HTTP-date Retry-After hints. The default is the real clock.
-func WithClock(clk rebound.Clock) Option {
-	return optionFunc(func(c *config) {
-		if clk == nil {
-			c.fail("WithClock", "nil Clock")
+func WithClock(c rebound.Clock) Option {
+	return optionFunc(func(cfg *config) {
+		if c == nil {
+			cfg.fail("WithClock", "nil Clock")
 			return
 		}
-		c.clock = clk
+		cfg.clock = c
 	})
 }
 
@@ -270,31 +266,40 @@ func WithRandom(r rebound.Random) Option {
 	})
 }
 
-// WithMaxBufferedBody sets the largest request body, in bytes, that the
-// Transport reads into memory to replay when the request has a Body but no
-// GetBody. A larger body is sent once, without retries. n must be >= 0; 0
-// never buffers. The default is [DefaultMaxBufferedBody].
-func WithMaxBufferedBody(n int64) Option {
+// WithBufferLimits sets the memory that may hold request bodies for
+// replay, as grpcretry's WithBufferLimits does: total bytes for the whole
+// Transport, and bytes for one request. The Transport reads a body into
+// memory, to send it again, when the request has a Body but no GetBody; a
+// request whose body is larger than perCall, or than what is left of total
+// while other requests hold theirs, is committed: it is sent once, without
+// retries or hedges, and fails with [rebound.ErrCommitted] as the reason
+// if that attempt fails. A body is held until its RoundTrip returns. A
+// body with GetBody (http.NewRequest sets one for a *bytes.Buffer,
+// *bytes.Reader or *strings.Reader) is the caller's to replay and takes no
+// room. The defaults are [rebound.DefaultBufferTotal] (16 MiB) and
+// [rebound.DefaultBufferPerCall] (1 MiB). Both must be > 0 and perCall <=
+// total.
+func WithBufferLimits(total, perCall int) Option {
 	return optionFunc(func(c *config) {
-		if n < 0 {
-			c.fail("WithMaxBufferedBody", "n must be >= 0, got %d", n)
+		if err := replay.Check(total, perCall); err != nil {
+			c.fail("WithBufferLimits", "%v", err)
 			return
 		}
-		c.maxBuffered = n
+		c.buffers = replay.Limits{Total: total, PerCall: perCall}
 	})
 }
 
-// WithMeterProvider records the retry instruments of gRFC A96 with mp,
-// named in the style of the OpenTelemetry HTTP semantic conventions, once
-// per request when its RoundTrip returns: http.client.request.retries,
-// http.client.request.hedges and http.client.request.retry_delay, with the
-// attributes http.request.method, server.address, server.port and
-// http.response.status_code (see the package documentation), and the
-// counter http.client.request.retries_throttled of requests whose retries
-// the budget refused. HTTP has no server signal that stops retrying, so
-// http.client.request.retries_pushback_stopped counts only a
+// WithMeterProvider records rebound's retry instruments with mp, once per
+// request when its RoundTrip returns: rebound.client.call.retries,
+// rebound.client.call.hedges and rebound.client.call.retry_delay (gRFC
+// A96's three, for HTTP), with the attributes http.request.method,
+// server.address, server.port and http.response.status_code (see the
+// package documentation), and the counter
+// rebound.client.call.retries_throttled of requests whose retries the
+// budget refused. HTTP has no server signal that stops retrying, so
+// rebound.client.call.retries_pushback_stopped counts only a
 // [WithStrategy] strategy's [rebound.ErrPushback]. The counter
-// http.client.request.attempt_timeouts counts attempts cut by
+// rebound.client.call.attempt_timeouts counts attempts cut by
 // [WithPerAttemptTimeout]. The meter's scope is
 // "github.com/rebound-go/rebound/httpretry".
 func WithMeterProvider(mp metric.MeterProvider) Option {
@@ -402,7 +407,7 @@ func newConfig(opts []Option) *config {
 		idempotent:    Idempotent,
 		budgetPerHost: defaultBudget,
 		clock:         rebound.RealClock(),
-		maxBuffered:   DefaultMaxBufferedBody,
+		buffers:       replay.Limits{Total: rebound.DefaultBufferTotal, PerCall: rebound.DefaultBufferPerCall},
 	}
 	for _, code := range DefaultRetryableStatus() {
 		c.status.add(code)

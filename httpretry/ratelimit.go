@@ -21,7 +21,7 @@ import (
 // A 429, and a 503 with a Retry-After, are throttles; the Retry-After
 // (at most [WithRetryDelayCap]'s cap) holds the rate until it has
 // passed. Every other answer only feeds the measured rate. With
-// [WithClassifier], the classifier's Throttle mark has the last word: a
+// [WithClassifier], the classifier's SlowDown mark has the last word: a
 // failure it marks counts as a throttle, and a throttle it unmarks only
 // feeds the measured rate. The limit starts at the host's first
 // throttle; until then only its slow start holds attempts back (at most
@@ -31,8 +31,7 @@ import (
 //
 // Every Transport of the process with c shares one limiter per host, so
 // that the clients of one process together keep to the host's limit; a
-// Transport keeps the limiters of the bounded.DefaultMax (1024) hosts it
-// used last. c's fields must be valid; the zero value means the AWS SDKs'
+// Transport keeps the limiters of the 1024 hosts it used most recently. c's fields must be valid; the zero value means the AWS SDKs'
 // constants.
 func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimitConfig) Option {
 	return optionFunc(func(cfg *config) {
@@ -113,5 +112,5 @@ func (l *limitedBase) feedback(resp *http.Response) rebound.RateFeedback {
 	if !ok && resp.StatusCode == http.StatusServiceUnavailable {
 		return rebound.RateFeedback{}
 	}
-	return rebound.RateFeedback{Throttled: true, Wait: min(wait, l.cfg.retryDelayCap)}
+	return rebound.RateFeedback{SlowDown: true, Wait: min(wait, l.cfg.retryDelayCap)}
 }

@@ -218,11 +218,11 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 		mark       func(rebound.RetryInfo) rebound.RetryInfo
 		throttle   bool
 	}{
-		{"503 marked", http.StatusServiceUnavailable, "", func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = true; return i }, true},
+		{"503 marked", http.StatusServiceUnavailable, "", func(i rebound.RetryInfo) rebound.RetryInfo { i.SlowDown = true; return i }, true},
 		{"503 as is", http.StatusServiceUnavailable, "", func(i rebound.RetryInfo) rebound.RetryInfo { return i }, false},
-		{"429 unmarked", http.StatusTooManyRequests, "", func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = false; return i }, false},
+		{"429 unmarked", http.StatusTooManyRequests, "", func(i rebound.RetryInfo) rebound.RetryInfo { i.SlowDown = false; return i }, false},
 		{"429 as is", http.StatusTooManyRequests, "", func(i rebound.RetryInfo) rebound.RetryInfo { return i }, true},
-		{"503 with Retry-After unmarked", http.StatusServiceUnavailable, "1", func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = false; return i }, false},
+		{"503 with Retry-After unmarked", http.StatusServiceUnavailable, "1", func(i rebound.RetryInfo) rebound.RetryInfo { i.SlowDown = false; return i }, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := newScripted(t)

@@ -19,8 +19,7 @@ import (
 // with [rebound.ErrThrottled]. Every response but 429, 502, 503 and 504
 // counts as accepted; so does a request the caller cancelled. Every
 // Transport of the process shares one throttle per host and c; a
-// Transport keeps the throttles of the bounded.DefaultMax (1024) hosts it
-// used last. c's fields must be valid; the zero value means the SRE
+// Transport keeps the throttles of the 1024 hosts it used most recently. c's fields must be valid; the zero value means the SRE
 // book's defaults.
 func WithAdaptiveThrottle(c rebound.AdaptiveThrottleConfig) Option {
 	return optionFunc(func(cfg *config) {

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -283,12 +284,15 @@ func TestBodyReplayed(t *testing.T) {
 	}
 }
 
-func TestLargeUnreplayableBodyGetsOneAttempt(t *testing.T) {
+// TestBufferLimitsPerCall: a body without GetBody that is larger than the
+// per-call limit is sent once; one with GetBody is the caller's to replay
+// and takes no room, whatever its size.
+func TestBufferLimitsPerCall(t *testing.T) {
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 256) // 4 KiB
 	for _, size := range []int64{0, int64(len(payload))} {
 		t.Run("ContentLength="+strconv.FormatInt(size, 10), func(t *testing.T) {
 			srv := newServer(t, script(503))
-			client, clk := newClient(t, httpretry.WithMaxBufferedBody(1024))
+			client, clk := newClient(t, httpretry.WithBufferLimits(16<<10, 1024))
 			req, _ := http.NewRequest(http.MethodPut, srv.URL, struct{ io.Reader }{bytes.NewReader(payload)})
 			req.ContentLength = size
 			resp, err := client.Do(req)
@@ -303,14 +307,116 @@ func TestLargeUnreplayableBodyGetsOneAttempt(t *testing.T) {
 			}
 		})
 	}
+	t.Run("GetBody", func(t *testing.T) {
+		srv := newServer(t, script(503, 200))
+		client, _ := newClient(t, httpretry.WithBufferLimits(1, 1))
+		req, _ := http.NewRequest(http.MethodPut, srv.URL, bytes.NewReader(payload))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 || readAll(t, resp) != "attempt 2" || !bytes.Equal(srv.body(1), payload) {
+			t.Fatalf("got %d after %d attempts, want 200 after 2 with the body replayed", resp.StatusCode, srv.attempts())
+		}
+	})
 }
 
+// TestBufferLimitsTotal: the bodies a Transport buffers at once share its
+// total; a request whose body would pass it is sent once, and what a
+// request held is given back when its RoundTrip returns.
+func TestBufferLimitsTotal(t *testing.T) {
+	const requests = 3
+	arrived := make(chan struct{}, requests)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := newServer(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("X-Request")]++
+		n := seen[r.Header.Get("X-Request")]
+		mu.Unlock()
+		if n == 1 && r.Header.Get("X-Request") != "after" {
+			// Hold every first attempt until all three have arrived, so
+			// that all three bodies are buffered at once.
+			arrived <- struct{}{}
+			<-release
+			w.WriteHeader(503)
+			return
+		}
+		if n == 1 {
+			w.WriteHeader(503)
+			return
+		}
+		w.WriteHeader(200)
+	})
+	// Two 1000-byte bodies fit in 2500 bytes; a third does not.
+	client, _ := newClient(t, httpretry.WithBufferLimits(2500, 1000))
+	body := bytes.Repeat([]byte("x"), 1000)
+	send := func(id string) (int, error) {
+		req, _ := http.NewRequest(http.MethodPut, srv.URL, struct{ io.Reader }{bytes.NewReader(body)})
+		req.ContentLength = int64(len(body))
+		req.Header.Set("X-Request", id)
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	codes := make(chan int, requests)
+	for i := range requests {
+		go func() {
+			code, err := send(strconv.Itoa(i))
+			if err != nil {
+				t.Error(err)
+			}
+			codes <- code
+		}()
+	}
+	for range requests {
+		select {
+		case <-arrived:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the three first attempts did not all arrive")
+		}
+	}
+	close(release)
+	got := map[int]int{}
+	for range requests {
+		got[<-codes]++
+	}
+	if got[200] != 2 || got[503] != 1 {
+		t.Fatalf("statuses %v: want two requests retried to 200 and the one past the total sent once (503)", got)
+	}
+	mu.Lock()
+	attempts := 0
+	for _, n := range seen {
+		attempts += n
+	}
+	mu.Unlock()
+	if attempts != 5 {
+		t.Fatalf("%d attempts at the server, want 5 (2+2+1)", attempts)
+	}
+	// Every RoundTrip gave its room back: a request alone is retried.
+	if code, err := send("after"); err != nil || code != 200 {
+		t.Fatalf("a later request: %d, %v; want 200 after a retry", code, err)
+	}
+}
+
+// TestUnreplayableBodyError: a request whose body cannot be sent again is
+// committed to its one attempt, as a gRPC call whose request outgrew the
+// replay buffer is: it fails with rebound.ErrCommitted as the reason, and
+// the text says why.
 func TestUnreplayableBodyError(t *testing.T) {
-	client, _ := newClient(t, httpretry.WithMaxBufferedBody(0))
-	req, _ := http.NewRequest(http.MethodPut, "http://"+closedAddr(t), struct{ io.Reader }{strings.NewReader("x")})
+	client, _ := newClient(t, httpretry.WithBufferLimits(1, 1))
+	req, _ := http.NewRequest(http.MethodPut, "http://"+closedAddr(t), struct{ io.Reader }{strings.NewReader("xy")})
 	_, err := client.Do(req)
-	if !errors.Is(err, httpretry.ErrBodyNotReplayable) || !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Fatalf("err = %v, want ErrBodyNotReplayable wrapping the dial error", err)
+	var re *rebound.Error
+	if !errors.As(err, &re) || !errors.Is(re.Reason, rebound.ErrCommitted) || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("err = %v, want rebound.ErrCommitted as the reason, and the dial error", err)
+	}
+	if !strings.Contains(err.Error(), "httpretry: gave up after 1 attempt (call committed: request body cannot be replayed): ") {
+		t.Fatalf("err = %q, want it to say the body could not be replayed", err)
 	}
 }
 
@@ -336,9 +442,11 @@ func TestRetryAfterIsMinimumDelay(t *testing.T) {
 		value  func(*clocktest.Clock) string
 		sleeps []time.Duration
 	}{
-		{"seconds", func(*clocktest.Clock) string { return "3" }, []time.Duration{3 * time.Second, 3 * time.Second}},
+		// A hint waits up to half a second more: a quarter, with the
+		// random source at 0.5.
+		{"seconds", func(*clocktest.Clock) string { return "3" }, []time.Duration{3250 * time.Millisecond, 3250 * time.Millisecond}},
 		{"below backoff", func(*clocktest.Clock) string { return "0" }, []time.Duration{500 * time.Millisecond, time.Second}},
-		{"http-date", in7s, []time.Duration{7 * time.Second, time.Second}}, // the date is then past
+		{"http-date", in7s, []time.Duration{7250 * time.Millisecond, time.Second}}, // the date is then past
 		{"invalid", func(*clocktest.Clock) string { return "soon" }, []time.Duration{500 * time.Millisecond, time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -881,7 +989,8 @@ func TestInvalidOptions(t *testing.T) {
 		{[]httpretry.Option{httpretry.WithHedging(0, 0)}, "httpretry: WithHedging: maxAttempts must be >= 1, got 0"},
 		{[]httpretry.Option{httpretry.WithClock(nil)}, "httpretry: WithClock: nil Clock"},
 		{[]httpretry.Option{httpretry.WithRandom(nil)}, "httpretry: WithRandom: nil Random"},
-		{[]httpretry.Option{httpretry.WithMaxBufferedBody(-1)}, "httpretry: WithMaxBufferedBody: n must be >= 0, got -1"},
+		{[]httpretry.Option{httpretry.WithBufferLimits(10, 20)}, "httpretry: WithBufferLimits: need 0 < perCall <= total, got total 10, perCall 20"},
+		{[]httpretry.Option{httpretry.WithBufferLimits(0, 0)}, "httpretry: WithBufferLimits: need 0 < perCall <= total, got total 0, perCall 0"},
 		{[]httpretry.Option{httpretry.WithMeterProvider(nil)}, "httpretry: WithMeterProvider: nil MeterProvider"},
 		{[]httpretry.Option{httpretry.WithLogger(nil)}, "httpretry: WithLogger: nil Logger"},
 		{[]httpretry.Option{nil}, "httpretry: opts[0]: nil Option"},
@@ -921,4 +1030,31 @@ type closeRecorder struct {
 func (c *closeRecorder) Close() error {
 	c.closed.Store(true)
 	return nil
+}
+
+// Clients told the same Retry-After come back spread over up to half a
+// second after it (half the hint, when shorter), not in one wave.
+func TestRetryAfterSpread(t *testing.T) {
+	for _, tc := range []struct {
+		hint string
+		u    float64
+		want time.Duration
+	}{
+		{"1", 0, time.Second},
+		{"1", 0.5, 1250 * time.Millisecond},
+		{"1", 0.999, 1499500 * time.Microsecond},
+		{"10", 0.5, 10250 * time.Millisecond},
+		{"0", 0.999, 999 * time.Millisecond}, // nothing to spread: the backoff, 1s × 0.999, decides
+	} {
+		client, clk := newClient(t, httpretry.WithRandom(clocktest.NewRand(tc.u)))
+		srv := newServer(t, retryAfter(tc.hint, 503, 200))
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		if got := clk.Sleeps(); len(got) != 1 || got[0] != tc.want {
+			t.Errorf("Retry-After %s, random %v: waited %v, want %v", tc.hint, tc.u, got, tc.want)
+		}
+	}
 }

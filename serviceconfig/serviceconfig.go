@@ -92,21 +92,22 @@ type RetryPolicy struct {
 }
 
 // Attempts returns the number of attempts a client makes under p: MaxAttempts
-// clamped to clientMax, the client-side limit of A6. A clientMax <= 0 means
+// clamped to maxAttemptsCap, the client-side limit of A6 (WithMaxAttemptsCap
+// in grpcretry and connectretry). A maxAttemptsCap <= 0 means
 // [DefaultMaxAttemptsCap]. The result is at least 1; a nil policy allows one
 // attempt.
-func (p *RetryPolicy) Attempts(clientMax int) int {
+func (p *RetryPolicy) Attempts(maxAttemptsCap int) int {
 	if p == nil {
 		return 1
 	}
-	return clampAttempts(p.MaxAttempts, clientMax)
+	return clampAttempts(p.MaxAttempts, maxAttemptsCap)
 }
 
-func clampAttempts(n, clientMax int) int {
-	if clientMax <= 0 {
-		clientMax = DefaultMaxAttemptsCap
+func clampAttempts(n, maxAttemptsCap int) int {
+	if maxAttemptsCap <= 0 {
+		maxAttemptsCap = DefaultMaxAttemptsCap
 	}
-	return max(1, min(n, clientMax))
+	return max(1, min(n, maxAttemptsCap))
 }
 
 // BackoffCeiling returns the upper bound of the random wait before retry
@@ -148,14 +149,14 @@ type HedgingPolicy struct {
 	NonFatalStatusCodes CodeSet
 }
 
-// Attempts returns MaxAttempts clamped to clientMax, as
+// Attempts returns MaxAttempts clamped to maxAttemptsCap, as
 // [RetryPolicy.Attempts] does. The result is at least 1; a nil policy allows
 // one attempt.
-func (p *HedgingPolicy) Attempts(clientMax int) int {
+func (p *HedgingPolicy) Attempts(maxAttemptsCap int) int {
 	if p == nil {
 		return 1
 	}
-	return clampAttempts(p.MaxAttempts, clientMax)
+	return clampAttempts(p.MaxAttempts, maxAttemptsCap)
 }
 
 // RetryThrottling is the channel-wide A6 retryThrottling: a token count that

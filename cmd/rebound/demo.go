@@ -193,7 +193,7 @@ type policy struct {
 	name     string
 	method   string // the method config's retryPolicy or hedgingPolicy, JSON
 	throttle bool   // add retryThrottling
-	adaptive *grpcretry.AdaptiveHedging
+	adaptive *grpcretry.AdaptiveHedgingConfig
 	// how says what the policy does about a failed or slow attempt, for
 	// the closing paragraph: "<name> <how>".
 	how string

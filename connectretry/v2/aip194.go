@@ -5,22 +5,23 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/rebound-go/rebound/connectretry/internal/engine"
+	"github.com/rebound-go/rebound/internal/aip194"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-// SafeToRetry reports whether AIP-194 lets calls of spec be retried
-// automatically: a unary procedure declared free of side effects
+// Idempotent reports whether calls of spec may be sent more than once, so
+// that AIP-194 lets them be retried automatically: a unary procedure declared free of side effects
 // (connect.IdempotencyNoSideEffects) or idempotent
 // (connect.IdempotencyIdempotent), as the idempotency_level option of its
 // protobuf method says and its generated Spec carries. Streams, and
 // procedures of unknown idempotency, are not: running them twice may
-// change state twice.
-func SafeToRetry(spec connect.Spec) bool {
-	return engine.SafeToRetry(spec.StreamType == connect.StreamTypeUnary, int32(spec.IdempotencyLevel))
+// change state twice. It is httpretry.Idempotent for a connect procedure.
+func Idempotent(spec connect.Spec) bool {
+	return engine.Idempotent(spec.StreamType == connect.StreamTypeUnary, int32(spec.IdempotencyLevel))
 }
 
 // AIP194 returns a service config that retries, as AIP-194 recommends, the
-// procedures among specs that [SafeToRetry] accepts, and leaves the others
+// procedures among specs that [Idempotent] accepts, and leaves the others
 // without a policy, so they are made once. Only Procedure, StreamType and
 // IdempotencyLevel of a spec are read. The policy is
 // [serviceconfig.AIP194]: UNAVAILABLE only, up to 5 attempts, backoff
@@ -41,9 +42,9 @@ func AIP194(specs ...connect.Spec) (*serviceconfig.Config, error) {
 
 // AIP194Services is [AIP194] for every method of services, with the
 // idempotency level each declares in its idempotency_level option, as
-// generated code does:
+// generated code does; grpcretry.AIP194Services is the same function.
 //
 //	cfg := connectretry.AIP194Services(pingv1.File_ping_v1_ping_proto.Services().ByName("PingService"))
 func AIP194Services(services ...protoreflect.ServiceDescriptor) *serviceconfig.Config {
-	return engine.AIP194Services(services...)
+	return aip194.Services(services...)
 }

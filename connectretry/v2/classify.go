@@ -12,8 +12,10 @@ import (
 // Failure is a failed attempt, as a classifier given to [WithClassifier]
 // sees it. Its fields must not be modified.
 type Failure struct {
-	// Procedure is the call's procedure, "/package.Service/Method".
-	Procedure string
+	// Method is the call's procedure, "/package.Service/Method"
+	// (connect.Spec.Procedure), the name grpcretry's Failure.Method and
+	// the statistics give it.
+	Method string
 	// Err is the attempt's error: its code, message and details.
 	Err *connect.Error
 	// Header and Trailer are the attempt's response header and trailer
@@ -33,12 +35,13 @@ type Failure struct {
 //     codes: the call has a policy;
 //   - f can never undo a commit, nor the server's pushback, "stop" or
 //     RetryInfo;
-//   - f may mark a failure as throttling with a harder Backoff of its
-//     own, as Local (a client-side limit: no budget is spent or refilled
-//     for it), or as a Class with its own attempt limit (ClassAttempts).
+//   - f may mark a failure as the server's slow-down (SlowDown) with a
+//     harder Backoff of its own, as Local (a client-side limit: no budget
+//     is spent or refilled for it), or as a Class with its own attempt
+//     limit (ClassAttempts).
 //
 // The built-in verdict marks ResourceExhausted, and any answer with
-// pushback, as throttling (Throttle); under [WithAdaptiveRateLimit] the
+// pushback, as slow-down (SlowDown); under [WithAdaptiveRateLimit] the
 // mark f returns is what the rate limit counts.
 //
 // A per-attempt timeout is not given to f. f runs on the call's path, once
@@ -55,7 +58,7 @@ func WithClassifier(f func(Failure, rebound.RetryInfo) rebound.RetryInfo) Option
 			if !ok || ce == nil {
 				ce = connect.NewError(connect.Code(major{}.Code(err)), err.Error()).WithCause(err)
 			}
-			fl := Failure{Procedure: procedure, Err: ce, Header: new(connect.Header), Trailer: new(connect.Header)}
+			fl := Failure{Method: procedure, Err: ce, Header: new(connect.Header), Trailer: new(connect.Header)}
 			if ci, ok := meta.(*connect.CallInfo); ok && ci != nil {
 				fl.Header, fl.Trailer = ci.ResponseHeader(), ci.ResponseTrailer()
 			}

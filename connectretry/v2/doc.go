@@ -63,7 +63,7 @@
 // Spec carries as its IdempotencyLevel (the idempotency_level option of the
 // protobuf method). [AIP194Services] builds the service config of that safe
 // default set from the services' descriptors, [AIP194] from specs, and
-// [SafeToRetry] tells whether one procedure belongs to it. Configure other
+// [Idempotent] tells whether one procedure belongs to it. Configure other
 // procedures, or hedging, only when running them twice is harmless; a
 // stream that is retried runs its handler again with the messages sent so
 // far.

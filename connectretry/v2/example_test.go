@@ -146,9 +146,9 @@ func ExampleAIP194() {
 
 // Whether AIP-194 lets a procedure be retried, from the Spec that
 // generated code gives every call.
-func ExampleSafeToRetry() {
-	fmt.Println(connectretry.SafeToRetry(connect.Spec{StreamType: connect.StreamTypeUnary, IdempotencyLevel: connect.IdempotencyIdempotent}))
-	fmt.Println(connectretry.SafeToRetry(connect.Spec{StreamType: connect.StreamTypeUnary}))
+func ExampleIdempotent() {
+	fmt.Println(connectretry.Idempotent(connect.Spec{StreamType: connect.StreamTypeUnary, IdempotencyLevel: connect.IdempotencyIdempotent}))
+	fmt.Println(connectretry.Idempotent(connect.Spec{StreamType: connect.StreamTypeUnary}))
 	// Output:
 	// true
 	// false

@@ -61,17 +61,19 @@ func WithRandom(r rebound.Random) Option {
 	return optionFunc(func(o *engine.Options) { o.SetRandom(r) })
 }
 
-// WithMeterProvider records the OpenTelemetry instruments of gRFC A96 with
-// mp, once per call that a retry or hedging policy governs, when the call
-// ends (for a stream, when it commits to an attempt):
+// WithMeterProvider records OpenTelemetry instruments with mp, once per
+// call that a retry or hedging policy governs, when the call ends (for a
+// stream, when it commits to an attempt): gRFC A96's
 // grpc.client.call.retries, grpc.client.call.hedges and
-// grpc.client.call.retry_delay, with the attributes grpc.method (the
-// procedure) and grpc.target (the server name of [WithServerName]), and the
-// counters grpc.client.call.retries_throttled and
-// grpc.client.call.retries_pushback_stopped of calls whose retries the
-// throttle or server pushback stopped, and grpc.client.call.attempt_timeouts
-// of attempts cut by the per-attempt timeout. The meter's scope is
-// "github.com/rebound-go/rebound/connectretry/v2".
+// grpc.client.call.retry_delay, and rebound's own counters
+// rebound.client.call.retries_throttled and
+// rebound.client.call.retries_pushback_stopped (calls whose retries the
+// throttle or server pushback stopped) and
+// rebound.client.call.attempt_timeouts (attempts cut by the per-attempt
+// timeout), as grpcretry does, all with the attributes grpc.method (the
+// procedure), grpc.target (the server name of [WithServerName]) and
+// rpc.system.name "connectrpc". connect-go makes no transparent retries.
+// The meter's scope is "github.com/rebound-go/rebound/connectretry/v2".
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(o *engine.Options) { o.SetMeterProvider(mp) })
 }
@@ -145,16 +147,19 @@ func WithPerAttemptTimeout(d time.Duration) Option {
 }
 
 // WithBufferLimits sets the memory that may hold the request messages of
-// streaming calls for replay (A6 "Memory Management"): total bytes for all
-// of the interceptor's calls (retry_buffer_size_in_bytes) and bytes for one
-// call (per_rpc_buffer_limit_in_bytes). A stream keeps each message it
-// sends, as its protobuf encoding, until it commits; the message that
-// would pass either limit commits the call to the attempt in flight: it
-// goes on, but is not retried. Unary calls keep nothing: the transport
-// marshals the caller's request again for each attempt. Defaults: 16 MiB
-// and 1 MiB. Both must be > 0 and perRPC <= total.
-func WithBufferLimits(total, perRPC int) Option {
-	return optionFunc(func(o *engine.Options) { o.SetBufferLimits(total, perRPC) })
+// streaming calls for replay (A6 "Memory Management"), as grpcretry's and
+// httpretry's WithBufferLimits do: total bytes for all of the
+// interceptor's calls (retry_buffer_size_in_bytes) and bytes for one call
+// (per_rpc_buffer_limit_in_bytes). A stream keeps each message it sends,
+// as its protobuf encoding, until it commits; the message that would pass
+// either limit commits the call to the attempt in flight: it goes on, but
+// is not retried or hedged. Unary calls keep nothing and count nothing:
+// the transport marshals the caller's request again for each attempt. The
+// defaults are [rebound.DefaultBufferTotal] (16 MiB) and
+// [rebound.DefaultBufferPerCall] (1 MiB). Both must be > 0 and perCall <=
+// total.
+func WithBufferLimits(total, perCall int) Option {
+	return optionFunc(func(o *engine.Options) { o.SetBufferLimits(total, perCall) })
 }
 
 // WithTrustedOverrides lets [Override] loosen a method's policy:

@@ -170,11 +170,11 @@ func (v *Verdict) Settle(builtin, final rebound.RetryInfo) {
 	if !held {
 		return
 	}
-	if final.Throttle != builtin.Throttle {
-		f.Throttled = final.Throttle
+	if final.SlowDown != builtin.SlowDown {
+		f.SlowDown = final.SlowDown
 	}
 	switch {
-	case !f.Throttled:
+	case !f.SlowDown:
 		f.Wait = 0
 	case f.Wait > 0:
 	case final.HasRetryAfter:
@@ -230,5 +230,5 @@ func Feedback(code uint32, pushback bool, wait time.Duration) rebound.RateFeedba
 	if code != codeResourceExhausted && !pushback {
 		return rebound.RateFeedback{}
 	}
-	return rebound.RateFeedback{Throttled: true, Wait: max(wait, 0)}
+	return rebound.RateFeedback{SlowDown: true, Wait: max(wait, 0)}
 }

@@ -49,7 +49,7 @@ func limiting(t *testing.T) (*Gate, *clocktest.Clock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Observe(l.Reserve(clk.Now()), clk.Now(), rebound.RateFeedback{Throttled: true})
+	l.Observe(l.Reserve(clk.Now()), clk.Now(), rebound.RateFeedback{SlowDown: true})
 	return &Gate{Limiter: l, Clock: clk}, clk
 }
 
@@ -111,21 +111,21 @@ func TestNilGate(t *testing.T) {
 	if _, err := g.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	g.Observe(rebound.Reservation{}, rebound.RateFeedback{Throttled: true})
-	if f := Feedback(8, false, -time.Second); f != (rebound.RateFeedback{Throttled: true}) {
+	g.Observe(rebound.Reservation{}, rebound.RateFeedback{SlowDown: true})
+	if f := Feedback(8, false, -time.Second); f != (rebound.RateFeedback{SlowDown: true}) {
 		t.Fatalf("%+v: a negative wait must be none", f)
 	}
 }
 
 // TestVerdict: an answer held for the classifier reaches the limiter once,
-// with the classifier's word when it changed the Throttle mark, with the
+// with the classifier's word when it changed the SlowDown mark, with the
 // limit's own rules when it did not, or as the rules judge it when no
 // classifier saw it.
 func TestVerdict(t *testing.T) {
 	for _, c := range []struct {
 		name            string
 		builtin         bool // the limit's own rules: a throttle
-		given, returned bool // the Throttle mark the classifier got and gave
+		given, returned bool // the SlowDown mark the classifier got and gave
 		release         bool // no classifier saw it
 		want            bool // the limit switched on
 	}{
@@ -147,20 +147,20 @@ func TestVerdict(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g.Answer(ctx, r, true, rebound.RateFeedback{Throttled: c.builtin})
+			g.Answer(ctx, r, true, rebound.RateFeedback{SlowDown: c.builtin})
 			if l.Rate() != 0 {
 				t.Fatal("the limiter heard of the answer before the verdict")
 			}
 			if c.release {
 				v.Release()
 			} else {
-				v.Settle(rebound.RetryInfo{Throttle: c.given}, rebound.RetryInfo{Throttle: c.returned})
+				v.Settle(rebound.RetryInfo{SlowDown: c.given}, rebound.RetryInfo{SlowDown: c.returned})
 			}
 			if on := l.Rate() != 0; on != c.want {
 				t.Fatalf("limit on: %v, want %v", on, c.want)
 			}
 			// Settled once: a second verdict is not heard.
-			v.Settle(rebound.RetryInfo{}, rebound.RetryInfo{Throttle: true})
+			v.Settle(rebound.RetryInfo{}, rebound.RetryInfo{SlowDown: true})
 			if on := l.Rate() != 0; on != c.want {
 				t.Fatal("a second verdict was heard")
 			}
@@ -170,19 +170,19 @@ func TestVerdict(t *testing.T) {
 	// heard at once; a nil Verdict holds nothing.
 	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	g := &Gate{Limiter: l, Clock: clocktest.New()}
-	g.Answer(context.Background(), rebound.Reservation{}, true, rebound.RateFeedback{Throttled: true})
+	g.Answer(context.Background(), rebound.Reservation{}, true, rebound.RateFeedback{SlowDown: true})
 	if l.Rate() == 0 {
 		t.Fatal("an answer without a Verdict was not heard at once")
 	}
 	ctx, v := Await(context.Background(), true)
 	l2, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
-	(&Gate{Limiter: l2, Clock: clocktest.New()}).Answer(ctx, rebound.Reservation{}, false, rebound.RateFeedback{Throttled: true})
+	(&Gate{Limiter: l2, Clock: clocktest.New()}).Answer(ctx, rebound.Reservation{}, false, rebound.RateFeedback{SlowDown: true})
 	if l2.Rate() == 0 {
 		t.Fatal("a success's answer was held")
 	}
 	v.Release()
 	var none *Verdict
-	none.Settle(rebound.RetryInfo{}, rebound.RetryInfo{Throttle: true})
+	none.Settle(rebound.RetryInfo{}, rebound.RetryInfo{SlowDown: true})
 	none.Release()
 	if _, v := Await(context.Background(), false); v != nil {
 		t.Fatal("Await made a Verdict when off")

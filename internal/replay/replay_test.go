@@ -1,80 +1,66 @@
 package replay
 
 import (
-	"strings"
+	"sync"
 	"testing"
-
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// Every size that is pooled maps to a class whose capacity holds it, at
-// most 25% larger, and every class index is in range.
-func TestPoolClasses(t *testing.T) {
-	for n := pooledMin + 1; n <= pooledMax; n += 1 + n/97 {
-		size := poolSize(n)
-		if size < n || size > n+n/4 {
-			t.Fatalf("poolSize(%d) = %d, want within [n, 1.25n]", n, size)
-		}
-		c := poolClass(size)
-		if c < 0 || c >= len(pools) {
-			t.Fatalf("poolClass(%d) = %d, out of range", size, c)
-		}
-		if poolSize(size) != size {
-			t.Fatalf("poolSize(%d) = %d: a class size must map to itself", size, poolSize(size))
+func TestCheck(t *testing.T) {
+	for _, tc := range []struct {
+		total, perCall int
+		ok             bool
+	}{
+		{16, 1, true}, {1, 1, true}, {0, 0, false}, {10, 20, false}, {10, 0, false}, {-1, -1, false},
+	} {
+		if err := Check(tc.total, tc.perCall); (err == nil) != tc.ok {
+			t.Errorf("Check(%d, %d) = %v", tc.total, tc.perCall, err)
 		}
 	}
 }
 
-// A kept message decodes into a new message equal to the one sent, small
-// or pooled, and one that does not fit the limit, or is not a proto
-// message, is not kept.
-func TestEncode(t *testing.T) {
-	for _, n := range []int{0, 10, pooledMin, 4 * pooledMin} {
-		m := wrapperspb.String(strings.Repeat("x", n))
-		e, ok := Encode(m, 1<<30)
-		if !ok {
-			t.Fatalf("%d bytes: not kept", n)
-		}
-		got, err := e.Message()
-		if err != nil || !proto.Equal(got.(proto.Message), m) {
-			t.Fatalf("%d bytes: decoded %v, %v", n, got, err)
-		}
-		if e.Cost() < proto.Size(m) {
-			t.Fatalf("%d bytes: cost %d below the encoding's size", n, e.Cost())
-		}
-		e.Free()
+func TestReserve(t *testing.T) {
+	p := &Pool{Limits: Limits{Total: 10, PerCall: 6}}
+	steps := []struct {
+		held, n int
+		want    bool
+		used    int64
+	}{
+		{0, 6, true, 6},  // a call takes its whole limit
+		{6, 1, false, 6}, // and no more
+		{0, 7, false, 6}, // a call larger than the limit never fits
+		{0, 4, true, 10}, // another call takes what is left
+		{0, 1, false, 10},
 	}
-	if _, ok := Encode(wrapperspb.String(strings.Repeat("x", 100)), 50); ok {
-		t.Fatal("a message over the limit was kept")
+	for i, s := range steps {
+		if got := p.Reserve(s.held, s.n); got != s.want || p.Used() != s.used {
+			t.Fatalf("step %d: Reserve(%d, %d) = %v, used %d; want %v, %d", i, s.held, s.n, got, p.Used(), s.want, s.used)
+		}
 	}
-	if _, ok := Encode("not proto", 1<<30); ok {
-		t.Fatal("a message that is not proto was kept")
+	p.Release(6)
+	p.Release(0)
+	if !p.Reserve(0, 6) || p.Used() != 10 {
+		t.Fatalf("after a release: used %d, want 10", p.Used())
 	}
 }
 
-// FreeBefore frees from the front and keeps numbering messages from the
-// call's start.
-func TestBuffer(t *testing.T) {
-	var b Buffer
-	for i := range 3 {
-		e, _ := Encode(wrapperspb.Int32(int32(i)), 1<<20)
-		b.Push(e)
+// TestReserveConcurrent: calls reserving at once never take more than the
+// total between them.
+func TestReserveConcurrent(t *testing.T) {
+	p := &Pool{Limits: Limits{Total: 100, PerCall: 1}}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	taken := 0
+	for range 400 {
+		wg.Go(func() {
+			if p.Reserve(0, 1) {
+				mu.Lock()
+				taken++
+				mu.Unlock()
+			}
+		})
 	}
-	if b.End() != 3 || b.Base() != 0 || b.Bytes() == 0 {
-		t.Fatalf("end %d, base %d, bytes %d", b.End(), b.Base(), b.Bytes())
-	}
-	before := b.Bytes()
-	freed := b.FreeBefore(2)
-	if b.Base() != 2 || b.End() != 3 || b.Bytes() != before-freed {
-		t.Fatalf("after FreeBefore(2): base %d, end %d, bytes %d (freed %d of %d)", b.Base(), b.End(), b.Bytes(), freed, before)
-	}
-	m, err := b.At(2).Message()
-	if err != nil || m.(*wrapperspb.Int32Value).GetValue() != 2 {
-		t.Fatalf("message 2 is %v, %v", m, err)
-	}
-	b.FreeBefore(b.End())
-	if b.Bytes() != 0 || b.entries != nil {
-		t.Fatal("an emptied buffer still holds entries")
+	wg.Wait()
+	if taken != 100 || p.Used() != 100 {
+		t.Fatalf("%d reservations, %d used; want 100 of 400", taken, p.Used())
 	}
 }

@@ -372,7 +372,7 @@ func (r *rateRun) send(pr *proc, now, deadline time.Time, n int, res rebound.Res
 	r.after(now.Add(rtt/2+time.Duration(r.rng.Int64N(int64(2*rtt)))), func(t time.Time) {
 		switch {
 		case pr.reb != nil:
-			pr.reb.Observe(res, t, rebound.RateFeedback{Throttled: !ok, Wait: r.s.Wait})
+			pr.reb.Observe(res, t, rebound.RateFeedback{SlowDown: !ok, Wait: r.s.Wait})
 			// The answer closes the slow start's channel: its waiters
 			// reserve again.
 			waiting := pr.waiting

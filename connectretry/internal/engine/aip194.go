@@ -5,9 +5,9 @@ import (
 	"slices"
 	"strings"
 
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
+	"github.com/rebound-go/rebound/internal/aip194"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -18,11 +18,12 @@ const (
 	idempotent    = int32(descriptorpb.MethodOptions_IDEMPOTENT)
 )
 
-// SafeToRetry is AIP-194's rule, which both majors' SafeToRetry apply to
+// Idempotent is AIP-194's rule, which both majors' Idempotent apply to
 // their Spec: a unary procedure declared free of side effects or
 // idempotent may be retried automatically; streams, and procedures of
-// unknown idempotency, may not.
-func SafeToRetry(unary bool, level int32) bool {
+// unknown idempotency, may not. internal/aip194.Services applies it to
+// descriptors.
+func Idempotent(unary bool, level int32) bool {
 	return unary && (level == noSideEffects || level == idempotent)
 }
 
@@ -34,7 +35,7 @@ type Procedure struct {
 }
 
 // AIP194 returns the service config that retries the procedures that
-// SafeToRetry accepts with serviceconfig.AIP194's policy, and leaves the
+// Idempotent accepts with serviceconfig.AIP194's policy, and leaves the
 // others without one. It reports the first procedure whose name is not
 // of the form "/pkg.Service/Method", as specs[i].Procedure.
 func AIP194(procs []Procedure) (*serviceconfig.Config, error) {
@@ -44,35 +45,11 @@ func AIP194(procs []Procedure) (*serviceconfig.Config, error) {
 		if !ok {
 			return nil, fmt.Errorf("connectretry: AIP194: specs[%d].Procedure %q is not of the form /pkg.Service/Method", i, p.Name)
 		}
-		if SafeToRetry(p.Unary, p.Level) && !slices.Contains(names, name) {
+		if Idempotent(p.Unary, p.Level) && !slices.Contains(names, name) {
 			names = append(names, name)
 		}
 	}
-	return aip194Config(names), nil
-}
-
-// AIP194Services is AIP194 for every method of services, with the
-// idempotency level each declares in its idempotency_level option.
-func AIP194Services(services ...protoreflect.ServiceDescriptor) *serviceconfig.Config {
-	var names []serviceconfig.Name
-	for _, sd := range services {
-		methods := sd.Methods()
-		for j := range methods.Len() {
-			md := methods.Get(j)
-			opts, _ := md.Options().(*descriptorpb.MethodOptions)
-			if SafeToRetry(!md.IsStreamingClient() && !md.IsStreamingServer(), int32(opts.GetIdempotencyLevel())) {
-				names = append(names, serviceconfig.Name{Service: string(sd.FullName()), Method: string(md.Name())})
-			}
-		}
-	}
-	return aip194Config(names)
-}
-
-func aip194Config(names []serviceconfig.Name) *serviceconfig.Config {
-	if len(names) == 0 {
-		return &serviceconfig.Config{}
-	}
-	return &serviceconfig.Config{MethodConfigs: []serviceconfig.MethodConfig{serviceconfig.AIP194(names...)}}
+	return aip194.Config(names), nil
 }
 
 // procedureName splits "/pkg.Service/Method".

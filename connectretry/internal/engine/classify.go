@@ -49,7 +49,7 @@ func (i *Interceptor) verdict(v *ratelimit.Verdict, procedure string, err error,
 	// classifier sees it and may unmark it.
 	if !errors.Is(err, rebound.ErrRateLimited) {
 		_, _, pb := a6.ParsePushback(pushback)
-		info.Throttle = info.Throttle || ratelimit.Feedback(uint32(code), pb, 0).Throttled
+		info.SlowDown = info.SlowDown || ratelimit.Feedback(uint32(code), pb, 0).SlowDown
 	}
 	final := verdict.Reclassify(info, true, i.opts.Classify(procedure, err, meta, info))
 	v.Settle(info, final)

@@ -30,6 +30,7 @@ import (
 	"github.com/rebound-go/rebound/internal/bounded"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/internal/ratelimit"
+	"github.com/rebound-go/rebound/internal/replay"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -67,9 +68,9 @@ type Interceptor struct {
 	rec    *observe.Recorder // nil in the zero value
 	tracer *observe.Tracer   // nil without WithTracerProvider
 
-	// buffered is the bytes that the calls' replay buffers hold, against
-	// Options.BufferTotal.
-	buffered atomic.Int64
+	// buffers is the memory that the calls' replay buffers hold, against
+	// Options.Buffers.
+	buffers replay.Pool
 
 	last    atomic.Pointer[Target]        // the target of the latest call
 	targets *bounded.Map[string, *Target] // by server name; nil in the zero value
@@ -107,12 +108,13 @@ func New(cfg *serviceconfig.Config, o Options, major Major, scope string) (*Inte
 		// A trusted override may still give a call a policy.
 		cfg = &serviceconfig.Config{}
 	}
-	rec, err := observe.New(o.MeterProvider, o.Logger, scope, observe.GRPC)
+	rec, err := observe.New(o.MeterProvider, o.Logger, scope, observe.Connect)
 	if err != nil {
 		return nil, fmt.Errorf("connectretry: WithMeterProvider: %w", err)
 	}
 	return &Interceptor{
 		cfg: cfg, opts: o, major: major, scope: scope, rec: rec,
+		buffers: replay.Pool{Limits: o.Buffers},
 		tracer:  observe.NewTracer(o.TracerProvider, scope, observe.SystemConnect),
 		targets: bounded.New[string, *Target](bounded.DefaultMax),
 	}, nil
@@ -121,7 +123,8 @@ func New(cfg *serviceconfig.Config, o Options, major Major, scope string) (*Inte
 // Zero returns the engine of a front door's zero Interceptor, which has no
 // service config and makes every call once.
 func Zero(major Major) *Interceptor {
-	return &Interceptor{opts: NewOptions(), major: major}
+	o := NewOptions()
+	return &Interceptor{opts: o, major: major, buffers: replay.Pool{Limits: o.Buffers}}
 }
 
 // Stats returns a snapshot of the retry statistics of the calls that a

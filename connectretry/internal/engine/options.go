@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/replay"
 )
 
 // Options are an Interceptor's settings: those it shares with grpcretry,
@@ -14,10 +15,10 @@ type Options struct {
 	// major's Failure: it gets the call's procedure, the attempt's error
 	// and response metadata, and the built-in verdict. nil for none.
 	Classify func(procedure string, err error, meta Metadata, info rebound.RetryInfo) rebound.RetryInfo
-	// BufferTotal and BufferPerCall bound the bytes of request messages
-	// that streaming calls keep for replay (A6 "Memory Management"): all
-	// of an Interceptor's calls together, and one call.
-	BufferTotal, BufferPerCall int
+	// Buffers bound the bytes of request messages that streaming calls
+	// keep for replay (A6 "Memory Management"): all of an Interceptor's
+	// calls together, and one call.
+	Buffers replay.Limits
 }
 
 // Metadata is a failed attempt's response metadata as its front door keeps
@@ -25,23 +26,17 @@ type Options struct {
 // the attempt's *connect.CallInfo for connect v2.
 type Metadata = any
 
-// The default buffer limits, A6's: 16 MiB for a client, 1 MiB for a call.
-const (
-	DefaultBufferTotal   = 16 << 20
-	DefaultBufferPerCall = 1 << 20
-)
-
 // NewOptions returns the defaults.
 func NewOptions() Options {
-	return Options{Options: a6.NewOptions("connectretry"), BufferTotal: DefaultBufferTotal, BufferPerCall: DefaultBufferPerCall}
+	return Options{Options: a6.NewOptions("connectretry"), Buffers: replay.Limits{Total: rebound.DefaultBufferTotal, PerCall: rebound.DefaultBufferPerCall}}
 }
 
-// SetBufferLimits is WithBufferLimits, worded as grpcretry's: both must be
-// > 0 and perRPC <= total.
-func (o *Options) SetBufferLimits(total, perRPC int) {
-	if total <= 0 || perRPC <= 0 || perRPC > total {
-		o.Fail("WithBufferLimits: need 0 < perRPC <= total, got total %d, perRPC %d", total, perRPC)
+// SetBufferLimits is WithBufferLimits, worded as grpcretry's and
+// httpretry's: both must be > 0 and perCall <= total.
+func (o *Options) SetBufferLimits(total, perCall int) {
+	if err := replay.Check(total, perCall); err != nil {
+		o.Fail("WithBufferLimits: %v", err)
 		return
 	}
-	o.BufferTotal, o.BufferPerCall = total, perRPC
+	o.Buffers = replay.Limits{Total: total, PerCall: perCall}
 }

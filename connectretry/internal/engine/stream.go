@@ -13,10 +13,10 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/msglog"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/internal/perattempt"
 	"github.com/rebound-go/rebound/internal/ratelimit"
-	"github.com/rebound-go/rebound/internal/replay"
 )
 
 // whyOverflow is why a stream committed when a message would overflow its
@@ -111,7 +111,7 @@ type Stream struct {
 	// sendMu serializes the request side: the application's Send and
 	// CloseSend, and the replays, which the response side makes.
 	sendMu   sync.Mutex
-	buf      replay.Buffer
+	buf      msglog.Buffer
 	reserved int  // bytes of the Interceptor's total that buf holds
 	closed   bool // the application called CloseSend
 	headers  bool // the application called SendHeaders
@@ -421,8 +421,8 @@ func (s *Stream) keep(msg any) bool {
 		s.commit("request message not a proto message", true)
 		return false
 	}
-	e, ok := replay.Encode(msg, s.i.opts.BufferPerCall-s.buf.Bytes())
-	if ok && s.i.reserve(e.Cost()) {
+	e, ok := msglog.Encode(msg, s.i.buffers.PerCall-s.buf.Bytes())
+	if ok && s.i.buffers.Reserve(s.buf.Bytes(), e.Cost()) {
 		s.buf.Push(e)
 		s.reserved += e.Cost()
 		return true
@@ -439,7 +439,7 @@ func (s *Stream) keep(msg any) bool {
 // freeLocked frees every kept message. Called with sendMu held.
 func (s *Stream) freeLocked() {
 	s.buf.FreeBefore(s.buf.End())
-	s.i.release(s.reserved)
+	s.i.buffers.Release(s.reserved)
 	s.reserved = 0
 }
 
@@ -880,26 +880,6 @@ func (s *Stream) Attempts() int {
 // Current returns the stream of the attempt in flight: the one the call
 // committed to, once it has.
 func (s *Stream) Current() Conn { return s.current().conn }
-
-// reserve takes n bytes of the Interceptor's total buffer, if they are
-// free.
-func (i *Interceptor) reserve(n int) bool {
-	if i.buffered.Add(int64(n)) > int64(i.opts.BufferTotal) {
-		i.buffered.Add(-int64(n))
-		return false
-	}
-	return true
-}
-
-// release gives back n bytes of the Interceptor's total buffer.
-func (i *Interceptor) release(n int) {
-	if n > 0 {
-		i.buffered.Add(-int64(n))
-	}
-}
-
-// Buffered returns the bytes that i's streams keep for replay.
-func (i *Interceptor) Buffered() int64 { return i.buffered.Load() }
 
 // failedConn is the stream of an attempt that could not be opened, or
 // that the gates kept home: every operation fails with err, and nothing

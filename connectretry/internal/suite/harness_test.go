@@ -397,9 +397,6 @@ type major struct {
 	// connect error err wraps, and the text the major's call error has
 	// when the last attempt said msg after attempts attempts.
 	lastError func(err error) (message string, details []string)
-	// gaveUpText is the text of a call's error that gave up after
-	// attempts attempts, for reason, with the last attempt's text last.
-	gaveUpText func(attempts int, reason, last string) string
 	// countAttempts and override are the front door's own functions.
 	countAttempts func(ctx context.Context, n *int) context.Context
 	override      func(ctx context.Context, o rebound.Override) context.Context
@@ -585,7 +582,9 @@ func checkLastAttempt(t testing.TB, e env, err error, msg string, details ...str
 		t.Fatalf("%v does not unwrap to a *rebound.Error", err)
 	}
 	reason := strings.TrimPrefix(re.Reason.Error(), "rebound: ")
-	if want := e.gaveUpText(re.Attempts, reason, codeName(e.codeOf(err))+": "+msg); err.Error() != want {
+	// Both majors' text says why retrying stopped, as grpcretry's and
+	// httpretry's do.
+	if want := fmt.Sprintf("connectretry: gave up after %d attempts (%s): %s: %s", re.Attempts, reason, codeName(e.codeOf(err)), msg); err.Error() != want {
 		t.Fatalf("err says %q, want %q", err.Error(), want)
 	}
 }

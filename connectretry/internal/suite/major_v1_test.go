@@ -51,9 +51,6 @@ var v1 = &major{
 		}
 		return ce.Message(), details
 	},
-	// connectretry for v1 returns the last attempt's *connect.Error, as it
-	// was, until issue 31 lands.
-	gaveUpText:    func(_ int, _, last string) string { return last },
 	countAttempts: connectretry.CountAttempts,
 	override:      connectretry.Override,
 }

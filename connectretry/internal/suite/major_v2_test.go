@@ -3,7 +3,6 @@ package suite
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -57,9 +56,6 @@ var v2 = &major{
 			}
 		}
 		return ce.Message(), details
-	},
-	gaveUpText: func(attempts int, reason, last string) string {
-		return fmt.Sprintf("connectretry: gave up after %d attempts (%s): %s", attempts, reason, last)
 	},
 	countAttempts: connectretry.CountAttempts,
 	override:      connectretry.Override,

@@ -309,27 +309,27 @@ func TestMetrics(t *testing.T) {
 		if _, ok := got["grpc.client.call.transparent_retries"]; ok {
 			t.Error("transparent retries recorded; connect makes none")
 		}
-		retries := observetest.Histogram[int64](t, got, "grpc.client.call.retries", "{retry}", unary, retryTarget)
+		retries := observetest.Histogram[int64](t, got, "grpc.client.call.retries", "{retry}", "connectrpc", unary, retryTarget)
 		if retries.Count != 1 || retries.Sum != 2 || !slices.Equal(retries.Bounds, []float64{1, 2, 3, 4, 5}) ||
 			!slices.Equal(retries.BucketCounts, []uint64{0, 1, 0, 0, 0, 0}) {
 			t.Errorf("retries: %d calls summing %d in %v over %v, want 1 call with 2 retries", retries.Count, retries.Sum, retries.BucketCounts, retries.Bounds)
 		}
-		hedges := observetest.Histogram[int64](t, got, "grpc.client.call.hedges", "{hedge}", unary, hedgeTarget)
+		hedges := observetest.Histogram[int64](t, got, "grpc.client.call.hedges", "{hedge}", "connectrpc", unary, hedgeTarget)
 		if hedges.Count != 1 || hedges.Sum != 2 || !slices.Equal(hedges.Bounds, []float64{1, 2, 3, 4, 5}) {
 			t.Errorf("hedges: %d calls summing %d over %v, want 1 call with 2 hedges", hedges.Count, hedges.Sum, hedges.Bounds)
 		}
 		// Every call with something to record records its delay, 0 included.
-		delay := observetest.Histogram[float64](t, got, "grpc.client.call.retry_delay", "s", unary, retryTarget)
+		delay := observetest.Histogram[float64](t, got, "grpc.client.call.retry_delay", "s", "connectrpc", unary, retryTarget)
 		if delay.Count != 3 || delay.Sum != 0.15 || len(delay.Bounds) == 0 || delay.Bounds[0] != 0 || delay.Bounds[len(delay.Bounds)-1] != 100 {
 			t.Errorf("retry_delay: %d calls summing %vs over %v, want 3 calls summing 0.15s", delay.Count, delay.Sum, delay.Bounds)
 		}
-		if hd := observetest.Histogram[float64](t, got, "grpc.client.call.retry_delay", "s", unary, hedgeTarget); hd.Count != 1 || hd.Sum != 0 {
+		if hd := observetest.Histogram[float64](t, got, "grpc.client.call.retry_delay", "s", "connectrpc", unary, hedgeTarget); hd.Count != 1 || hd.Sum != 0 {
 			t.Errorf("retry_delay of the hedged call: %d calls summing %vs, want 1 call of 0s", hd.Count, hd.Sum)
 		}
-		if v := observetest.Counter(t, got, "grpc.client.call.retries_throttled", "{retry}", unary, retryTarget); v != 1 {
+		if v := observetest.Counter(t, got, "rebound.client.call.retries_throttled", "{retry}", "connectrpc", unary, retryTarget); v != 1 {
 			t.Errorf("retries_throttled %d, want 1", v)
 		}
-		if v := observetest.Counter(t, got, "grpc.client.call.retries_pushback_stopped", "{retry}", unary, retryTarget); v != 1 {
+		if v := observetest.Counter(t, got, "rebound.client.call.retries_pushback_stopped", "{retry}", "connectrpc", unary, retryTarget); v != 1 {
 			t.Errorf("retries_pushback_stopped %d, want 1", v)
 		}
 	})

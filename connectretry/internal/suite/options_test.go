@@ -72,8 +72,8 @@ func withRetryDelayCap(d time.Duration) option {
 	return option{retryv1.WithRetryDelayCap(d), retryv2.WithRetryDelayCap(d)}
 }
 
-func withBufferLimits(total, perRPC int) option {
-	return option{retryv1.WithBufferLimits(total, perRPC), retryv2.WithBufferLimits(total, perRPC)}
+func withBufferLimits(total, perCall int) option {
+	return option{retryv1.WithBufferLimits(total, perCall), retryv2.WithBufferLimits(total, perCall)}
 }
 
 func withRetryInfoRequired(codes ...code) option {
@@ -100,7 +100,7 @@ func withClassifier(f func(failed, rebound.RetryInfo) rebound.RetryInfo) option 
 	}
 	return option{
 		retryv1.WithClassifier(func(fl retryv1.Failure, info rebound.RetryInfo) rebound.RetryInfo {
-			return f(failed{fl.Procedure, code(fl.Err.Code()), fl.Err.Message(), fl.Err.Meta().Get}, info)
+			return f(failed{fl.Method, code(fl.Err.Code()), fl.Err.Message(), fl.Err.Meta().Get}, info)
 		}),
 		retryv2.WithClassifier(func(fl retryv2.Failure, info rebound.RetryInfo) rebound.RetryInfo {
 			meta := func(k string) string {
@@ -109,7 +109,7 @@ func withClassifier(f func(failed, rebound.RetryInfo) rebound.RetryInfo) option 
 				}
 				return fl.Header.Get(k)
 			}
-			return f(failed{fl.Procedure, code(fl.Err.Code()), fl.Err.Message(), meta}, info)
+			return f(failed{fl.Method, code(fl.Err.Code()), fl.Err.Message(), meta}, info)
 		}),
 	}
 }

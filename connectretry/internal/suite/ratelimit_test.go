@@ -206,15 +206,15 @@ func TestAdaptiveRateLimitThrottles(t *testing.T) {
 // on throttling is the limit's, for retried and hedged calls and retried
 // streams.
 func TestAdaptiveRateLimitClassifier(t *testing.T) {
-	mark := func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = true; return i }
-	unmark := func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = false; return i }
+	mark := func(i rebound.RetryInfo) rebound.RetryInfo { i.SlowDown = true; return i }
+	unmark := func(i rebound.RetryInfo) rebound.RetryInfo { i.SlowDown = false; return i }
 	same := func(i rebound.RetryInfo) rebound.RetryInfo { return i }
 	for _, c := range []struct {
 		name     string
 		hedged   bool
 		stream   bool
 		code     code
-		given    bool // the built-in verdict's Throttle mark
+		given    bool // the built-in verdict's SlowDown mark
 		judge    func(rebound.RetryInfo) rebound.RetryInfo
 		throttle bool
 	}{
@@ -237,8 +237,8 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 				}
 				var judged atomic.Int32
 				cl, clk := limitedClients(t, e, s, cfg, withClassifier(func(_ failed, builtin rebound.RetryInfo) rebound.RetryInfo {
-					if judged.Add(1) == 1 && builtin.Throttle != c.given {
-						t.Errorf("the built-in verdict's Throttle is %v, want %v", builtin.Throttle, c.given)
+					if judged.Add(1) == 1 && builtin.SlowDown != c.given {
+						t.Errorf("the built-in verdict's SlowDown is %v, want %v", builtin.SlowDown, c.given)
 					}
 					return c.judge(builtin)
 				}))

@@ -336,7 +336,7 @@ func TestStreamBufferOverflowCommits(t *testing.T) {
 	big := strings.Repeat("x", 600)
 	for _, tc := range []struct {
 		name     string
-		perRPC   int
+		perCall  int
 		attempts int
 	}{
 		{"within the limit", 1 << 20, 2},
@@ -345,7 +345,7 @@ func TestStreamBufferOverflowCommits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			eachStream(t, func(t *testing.T, e env) {
 				srv := e.start(t, clientStreamFailFirst(1, serviceconfig.Unavailable))
-				c, _ := e.dialAuto(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), withBufferLimits(16<<20, tc.perRPC))
+				c, _ := e.dialAuto(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), withBufferLimits(16<<20, tc.perCall))
 				st, err := c.open(context.Background(), clientStream, "", nil)
 				if err != nil {
 					t.Fatal(err)

@@ -217,7 +217,7 @@ func TestV2HTTPGet(t *testing.T) {
 	}
 }
 
-func TestV2SafeToRetry(t *testing.T) {
+func TestV2Idempotent(t *testing.T) {
 	for _, tc := range []struct {
 		stream connect.StreamType
 		level  connect.IdempotencyLevel
@@ -230,8 +230,8 @@ func TestV2SafeToRetry(t *testing.T) {
 		{connect.StreamTypeClient, connect.IdempotencyIdempotent, false},
 		{connect.StreamTypeBidi, connect.IdempotencyIdempotent, false},
 	} {
-		if got := connectretry.SafeToRetry(connect.Spec{StreamType: tc.stream, IdempotencyLevel: tc.level}); got != tc.want {
-			t.Errorf("SafeToRetry(%v, %v) = %v, want %v", tc.stream, tc.level, got, tc.want)
+		if got := connectretry.Idempotent(connect.Spec{StreamType: tc.stream, IdempotencyLevel: tc.level}); got != tc.want {
+			t.Errorf("Idempotent(%v, %v) = %v, want %v", tc.stream, tc.level, got, tc.want)
 		}
 	}
 }
