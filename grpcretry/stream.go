@@ -15,6 +15,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/internal/distinct"
+	"github.com/rebound-go/rebound/internal/msglog"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
@@ -269,7 +270,7 @@ type clientStream struct {
 
 // state is the part of a clientStream that its mu guards.
 type state struct {
-	buf       buffer
+	buf       msglog.Buffer
 	closed    bool // the application called CloseSend
 	sentLast  bool // the application may send no more messages
 	committed bool // no further attempts
@@ -355,19 +356,19 @@ func (s *clientStream) SendMsg(m any) error {
 }
 
 func (s *clientStream) send(m any) error {
-	var e entry
+	var e msglog.Entry
 	keep := false
 	if !s.isCommitted.Load() {
-		e, keep = encode(m, s.c.buffers.PerCall)
+		e, keep = msglog.Encode(m, s.c.buffers.PerCall)
 	}
 	s.mu.Lock()
-	if keep && !s.done && !s.sentLast && !s.committed && s.c.buffers.Reserve(s.buf.bytes, e.cost()) {
+	if keep && !s.done && !s.sentLast && !s.committed && s.c.buffers.Reserve(s.buf.Bytes(), e.Cost()) {
 		if !s.desc.ClientStreams {
 			s.sentLast = true
 		}
 		return s.sendKept(m, e)
 	}
-	e.free()
+	e.Free()
 	if s.done {
 		s.mu.Unlock()
 		return io.EOF
@@ -406,15 +407,15 @@ func (s *clientStream) release(n int) { s.c.release(n) }
 
 // sendKept keeps m as e and sends it to the attempts in flight. Called
 // with mu held; it unlocks.
-func (s *clientStream) sendKept(m any, e entry) error {
-	at := s.buf.end()
+func (s *clientStream) sendKept(m any, e msglog.Entry) error {
+	at := s.buf.End()
 	if at > 0 && !s.watched {
 		// The call keeps more than one message: a control goroutine
 		// watches for the headers that free them, and retries a failed
 		// attempt without waiting for the application to notice.
 		s.watchLocked()
 	}
-	s.buf.push(e)
+	s.buf.Push(e)
 	var mine *attempt
 	for _, a := range s.live {
 		if a.pumping || a.broken {

@@ -152,7 +152,7 @@ func (s *clientStream) open(n int) *attempt {
 	a.watched = s.watched
 	s.live = append(s.live, a)
 	s.opened = true
-	if s.buf.end() > 0 || s.closed {
+	if s.buf.End() > 0 || s.closed {
 		a.pumping = true
 		go s.pump(a)
 	}
@@ -172,17 +172,17 @@ func (s *clientStream) drain(a *attempt, own any, ownAt int) error {
 	var err error
 	s.mu.Lock()
 	for err == nil {
-		if s.done || a.lost || a.broken || a.next < s.buf.base {
+		if s.done || a.lost || a.broken || a.next < s.buf.Base() {
 			// The call or the attempt is over (what an attempt lacks is
 			// freed only once another has won).
 			err = io.EOF
 			break
 		}
-		if i := a.next; i < s.buf.end() {
+		if i := a.next; i < s.buf.End() {
 			m := own
 			if i != ownAt {
 				// Under mu: a freed encoding goes back to its pool.
-				m, err = s.buf.at(i).message()
+				m, err = s.buf.At(i).Message()
 			}
 			s.mu.Unlock()
 			if err == nil {
@@ -193,7 +193,7 @@ func (s *clientStream) drain(a *attempt, own any, ownAt int) error {
 				a.next = i + 1
 				if s.winner == a {
 					// Committed: what a has sent is needed no more.
-					s.release(s.buf.freeBefore(a.next))
+					s.release(s.buf.FreeBefore(a.next))
 				}
 			}
 			continue
@@ -254,7 +254,7 @@ func (s *clientStream) commitLocked(w *attempt) {
 	s.isCommitted.Store(true)
 	s.stopHedgeLocked()
 	s.winner = w
-	s.release(s.buf.freeBefore(w.next))
+	s.release(s.buf.FreeBefore(w.next))
 	for _, a := range s.live {
 		if a != w {
 			a.lost = true
@@ -518,7 +518,7 @@ func (s *clientStream) finish(a *attempt, err, reason error) {
 	} else {
 		s.final = newCallError(err, s.attempts, reason)
 	}
-	s.release(s.buf.freeBefore(s.buf.end()))
+	s.release(s.buf.FreeBefore(s.buf.End()))
 	if s.cb != nil {
 		s.endRetriesLocked(s.retries)
 		s.cb.EndCall()
