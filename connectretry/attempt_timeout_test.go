@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,25 +87,18 @@ func TestPerAttemptTimeoutUnaryEveryAttemptHangs(t *testing.T) {
 	}
 }
 
-// serverStreamHangFirst makes the first server stream hang without
-// sending anything, or, with headers, send its headers and then go quiet
-// for five timeouts before answering.
-func serverStreamHangFirst(headers bool) handlers {
-	return handlers{serverStream: func(ctx context.Context, n int, req *request, st *connect.ServerStream[msg]) error {
-		if n == 1 && !headers {
-			<-ctx.Done()
-			return ctx.Err()
+// serverStreamHeadersThenQuiet makes every server stream send its
+// headers and then go quiet for five timeouts before answering.
+func serverStreamHeadersThenQuiet() handlers {
+	return handlers{serverStream: func(ctx context.Context, _ int, _ *request, st *connect.ServerStream[msg]) error {
+		st.ResponseHeader().Set("X-Early", "1")
+		if err := st.Conn().Send(nil); err != nil {
+			return err
 		}
-		if headers {
-			st.ResponseHeader().Set("X-Early", "1")
-			if err := st.Conn().Send(nil); err != nil {
-				return err
-			}
-			select {
-			case <-time.After(5 * attemptTimeout):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+		select {
+		case <-time.After(5 * attemptTimeout):
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 		for k := range 3 {
 			if err := st.Send(wrapperspb.String(fmt.Sprint(k))); err != nil {
@@ -126,19 +120,24 @@ func messages(t *testing.T, st *connect.ServerStreamForClient[msg]) string {
 	return strings.Join(got, ",")
 }
 
+// TestPerAttemptTimeoutServerStream: a server stream whose first attempt
+// hangs is cut and answered by its second, and a stream keeps the call's
+// deadline on the wire (here none), not its attempt's.
 func TestPerAttemptTimeoutServerStream(t *testing.T) {
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
-			s := startServer(t, serverStreamHangFirst(false), p.http2)
-			c, _ := dial(t, s, p, retryConfig(t, 3, `"UNAVAILABLE"`, ""), connectretry.WithPerAttemptTimeout(attemptTimeout))
-			st, err := c.serverStream.CallServerStream(context.Background(), connect.NewRequest(wrapperspb.String("x")))
+			t.Parallel()
+			s := startServer(t, streamHangFirst(1), p.http2)
+			warm(t, s, p, unary)
+			c, _ := dial(t, s, p, retryConfig(t, 3, `"UNAVAILABLE"`, ""), connectretry.WithPerAttemptTimeout(countedTimeout))
+			var n int
+			st, err := c.serverStream.CallServerStream(connectretry.CountAttempts(context.Background(), &n), connect.NewRequest(wrapperspb.String("x")))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := messages(t, st); got != "0,1,2" || s.count(serverStream) != 2 {
-				t.Fatalf("got %q, server saw %d attempts; want 0,1,2 from attempt 2", got, s.count(serverStream))
+			if got := messages(t, st); got != "0,1,2" || n != 2 || !slices.Equal(s.previous(serverStream), []int{-1, 1}) {
+				t.Fatalf("got %q after %d attempts, server saw grpc-previous-rpc-attempts %v; want 0,1,2 from attempt 2, [absent 1]", got, n, s.previous(serverStream))
 			}
-			// A stream keeps the call's deadline on the wire: here, none.
 			for k, a := range s.seen(serverStream) {
 				for _, h := range []string{"Connect-Timeout-Ms", "Grpc-Timeout"} {
 					if v := a.header.Get(h); v != "" {
@@ -151,7 +150,7 @@ func TestPerAttemptTimeoutServerStream(t *testing.T) {
 }
 
 func TestPerAttemptTimeoutNeverCutsCommittedStream(t *testing.T) {
-	s := startServer(t, serverStreamHangFirst(true), true)
+	s := startServer(t, serverStreamHeadersThenQuiet(), true)
 	c, _ := dial(t, s, protocols[1], retryConfig(t, 3, `"UNAVAILABLE"`, ""), connectretry.WithPerAttemptTimeout(attemptTimeout))
 	st, err := c.serverStream.CallServerStream(context.Background(), connect.NewRequest(wrapperspb.String("x")))
 	if err != nil {
@@ -173,7 +172,7 @@ func TestPerAttemptTimeoutNeverCutsCommittedStream(t *testing.T) {
 func TestPerAttemptTimeoutHeadersStopTimer(t *testing.T) {
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
-			s := startServer(t, serverStreamHangFirst(true), p.http2)
+			s := startServer(t, serverStreamHeadersThenQuiet(), p.http2)
 			c, _ := dial(t, s, p, retryConfig(t, 3, `"UNAVAILABLE"`, ""), connectretry.WithPerAttemptTimeout(attemptTimeout))
 			st, err := c.serverStream.CallServerStream(context.Background(), connect.NewRequest(wrapperspb.String("x")))
 			if err != nil {
@@ -190,5 +189,133 @@ func TestWithPerAttemptTimeoutInvalid(t *testing.T) {
 	_, err := connectretry.New(nil, connectretry.WithPerAttemptTimeout(0))
 	if err == nil || !strings.Contains(err.Error(), "WithPerAttemptTimeout") {
 		t.Fatalf("WithPerAttemptTimeout(0): %v, want an error naming it", err)
+	}
+}
+
+// countedTimeout is the per-attempt timeout of the tests that count the
+// attempts a server sees while some hang: each hung attempt takes that
+// long, so their subtests run in parallel. It is long because an attempt
+// that answers must beat it on a loaded machine, under -race: there, on
+// 2 CPUs with eight CPU-bound processes and other test binaries, a
+// server stream's first message took up to 270ms, one call at a time.
+const countedTimeout = time.Second
+
+// streamHangFirst makes the first n attempts of a call hang, without
+// headers, until the client gives up on them; later ones send "0,1,2".
+// An attempt's number is the one its client gave it
+// (grpc-previous-rpc-attempts), so that an attempt cut before it reached
+// the server does not shift which attempts hang.
+func streamHangFirst(n int) handlers {
+	return handlers{serverStream: func(ctx context.Context, _ int, req *request, st *connect.ServerStream[msg]) error {
+		if connectretry.PreviousAttempts(req.Header()) < n {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		for k := range 3 {
+			if err := st.Send(wrapperspb.String(fmt.Sprint(k))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+}
+
+// warm makes one call of procedure (unary or serverStream, whichever the
+// test's handlers answer at once) that no interceptor governs, then has
+// the server forget it, so that the attempts a test counts find a
+// connection made: a TLS handshake on a loaded machine, under -race, may
+// take longer than a per-attempt timeout.
+func warm(t *testing.T, s *server, p protocol, procedure string) {
+	t.Helper()
+	c := connect.NewClient[msg, msg](s.client, s.url+procedure, p.opts...)
+	req := connect.NewRequest(wrapperspb.String("warm"))
+	var err error
+	if procedure == unary {
+		_, err = c.CallUnary(context.Background(), req)
+	} else {
+		var st *connect.ServerStreamForClient[msg]
+		if st, err = c.CallServerStream(context.Background(), req); err == nil {
+			_, err = receiveAll(t, st)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.forget()
+}
+
+// overEveryTransport runs f for each protocol over each transport it
+// runs on: HTTP/1.1 (not gRPC), HTTP/2 with TLS, and h2c. The subtests
+// run in parallel, since each waits out per-attempt timeouts.
+func overEveryTransport(t *testing.T, f func(t *testing.T, p protocol, tr transport)) {
+	for _, p := range protocols {
+		for _, tr := range []transport{overHTTP1, overH2, overH2C} {
+			if p.name == "grpc" && tr == overHTTP1 {
+				continue // gRPC needs HTTP/2
+			}
+			t.Run(p.name+"/"+tr.String(), func(t *testing.T) {
+				t.Parallel()
+				f(t, p, tr)
+			})
+		}
+	}
+}
+
+// TestPerAttemptTimeoutServerStreamRetries: a server stream whose first
+// two attempts hang is retried past each cut attempt, not only the
+// first, and answered by the third, in every protocol over every
+// transport.
+func TestPerAttemptTimeoutServerStreamRetries(t *testing.T) {
+	overEveryTransport(t, func(t *testing.T, p protocol, tr transport) {
+		s := startServerOver(t, streamHangFirst(2), tr)
+		warm(t, s, p, unary)
+		c, _ := dial(t, s, p, retryConfig(t, 5, `"UNAVAILABLE"`, ""), connectretry.WithPerAttemptTimeout(countedTimeout))
+		var n int
+		st, err := c.serverStream.CallServerStream(connectretry.CountAttempts(context.Background(), &n), connect.NewRequest(wrapperspb.String("x")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := receiveAll(t, st)
+		if err != nil || strings.Join(got, ",") != "0,1,2" || n != 3 {
+			t.Fatalf("got %q, %v after %d attempts; want 0,1,2 from attempt 3", got, err, n)
+		}
+		if got := s.previous(serverStream); !slices.Equal(got, []int{-1, 1, 2}) {
+			t.Fatalf("server saw attempts with grpc-previous-rpc-attempts %v, want [absent 1 2]", got)
+		}
+	})
+}
+
+// TestPerAttemptTimeoutServerStreamEveryAttemptHangs: when every attempt
+// of a server stream hangs, each is cut and retried up to maxAttempts,
+// and the call ends DEADLINE_EXCEEDED from the per-attempt timeout, in
+// every protocol over every transport, for short timeouts too (which may
+// cut an attempt before it reaches the server, or while it connects).
+func TestPerAttemptTimeoutServerStreamEveryAttemptHangs(t *testing.T) {
+	const maxAttempts = 5
+	for _, timeout := range []time.Duration{20 * time.Millisecond, attemptTimeout} {
+		t.Run(timeout.String(), func(t *testing.T) {
+			overEveryTransport(t, func(t *testing.T, p protocol, tr transport) {
+				s := startServerOver(t, streamHangFirst(1<<30), tr)
+				warm(t, s, p, unary)
+				c, _ := dial(t, s, p, retryConfig(t, maxAttempts, `"UNAVAILABLE"`, ""), connectretry.WithPerAttemptTimeout(timeout))
+				var n int
+				st, err := c.serverStream.CallServerStream(connectretry.CountAttempts(context.Background(), &n), connect.NewRequest(wrapperspb.String("x")))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := receiveAll(t, st)
+				if connect.CodeOf(err) != connect.CodeDeadlineExceeded || !errors.Is(err, rebound.ErrAttemptTimeout) || !errors.Is(err, rebound.ErrAttemptsExhausted) || n != maxAttempts {
+					t.Fatalf("got %q, err %v after %d attempts; want deadline_exceeded from the per-attempt timeout, attempts exhausted after %d", got, err, n, maxAttempts)
+				}
+				// A short timeout may cut an attempt before the server
+				// sees it, or while its request is on the way, so that a
+				// later one overtakes it; those it saw are distinct
+				// attempts of this call.
+				seen := slices.Sorted(slices.Values(s.previous(serverStream)))
+				if len(seen) > maxAttempts || len(slices.Compact(slices.Clone(seen))) != len(seen) || len(seen) > 0 && (seen[0] < -1 || seen[0] == 0 || seen[len(seen)-1] >= maxAttempts) {
+					t.Fatalf("server saw attempts with grpc-previous-rpc-attempts %v, want distinct attempts of the call", s.previous(serverStream))
+				}
+			})
+		})
 	}
 }

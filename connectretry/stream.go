@@ -365,7 +365,10 @@ func (s *serverStream) replay(ctx context.Context) error {
 		}
 	}
 	h[previousAttemptsKey] = []string{strconv.Itoa(s.attempts - 1)}
-	if err := c.Send(s.msg); err != nil && !errors.Is(err, io.EOF) {
+	// connect sends a server stream's request, and waits for the response
+	// headers, in Send: a hung attempt is cut there, as the first is in
+	// [serverStream.Send], and Receive reports the timeout.
+	if err := s.cut(c.Send(s.msg)); err != nil && !errors.Is(err, io.EOF) {
 		// A client-side failure, such as a message that cannot be marshaled.
 		return err
 	}
