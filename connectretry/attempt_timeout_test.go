@@ -319,3 +319,52 @@ func TestPerAttemptTimeoutServerStreamEveryAttemptHangs(t *testing.T) {
 		})
 	}
 }
+
+// answerBeforeDeadline makes every unary attempt end with code a little
+// (countedTimeout/40, within the last twentieth in which an answer counts
+// as the timeout's) before the deadline it received, as a server does
+// whose clock sees the attempt's deadline pass first (Connect-Timeout-Ms
+// is rounded down to the millisecond and starts when the request arrives;
+// a proxy may keep a margin) and answers with a code of its own, such as
+// the CANCELED of an aborted handler or of a reset HTTP/2 stream.
+func answerBeforeDeadline(code connect.Code) handlers {
+	return handlers{unary: func(ctx context.Context, _ int, _ *request) (*connect.Response[msg], error) {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			return nil, connect.NewError(connect.CodeInternal, errors.New("no deadline"))
+		}
+		select {
+		case <-time.After(time.Until(dl) - countedTimeout/40):
+			return nil, connect.NewError(code, errors.New("deadline"))
+		case <-ctx.Done():
+			return nil, connect.NewError(code, ctx.Err())
+		}
+	}}
+}
+
+// TestPerAttemptTimeoutUnaryServerAnswersFirst: when the server ends each
+// attempt at the deadline the attempt carried, before the client's timer,
+// the attempt was cut by its timeout whatever code the server gave: it is
+// retried, and the call ends DEADLINE_EXCEEDED with ErrAttemptTimeout
+// after maxAttempts, in every protocol.
+func TestPerAttemptTimeoutUnaryServerAnswersFirst(t *testing.T) {
+	const maxAttempts = 3
+	for _, p := range protocols {
+		for _, code := range []connect.Code{connect.CodeCanceled, connect.CodeUnavailable, connect.CodeDeadlineExceeded} {
+			t.Run(p.name+"/"+code.String(), func(t *testing.T) {
+				t.Parallel()
+				s := startServer(t, answerBeforeDeadline(code), p.http2)
+				warm(t, s, p, serverStream)
+				c, _ := dial(t, s, p, retryConfig(t, maxAttempts, `"RESOURCE_EXHAUSTED"`, ""), connectretry.WithPerAttemptTimeout(countedTimeout))
+				var n int
+				_, err := call(connectretry.CountAttempts(context.Background(), &n), c.unary, "x")
+				if connect.CodeOf(err) != connect.CodeDeadlineExceeded || !errors.Is(err, rebound.ErrAttemptTimeout) || !errors.Is(err, rebound.ErrAttemptsExhausted) {
+					t.Fatalf("err %v, want deadline_exceeded from the per-attempt timeout, attempts exhausted", err)
+				}
+				if n != maxAttempts || s.count(unary) != maxAttempts {
+					t.Fatalf("%d attempts, server saw %d; want %d", n, s.count(unary), maxAttempts)
+				}
+			})
+		}
+	}
+}

@@ -155,8 +155,7 @@ func (u *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
 	// client has given up on.
 	actx, cancel := perattempt.WithDeadline(ctx, u.timeout)
 	resp, err := u.next(actx, req)
-	timedOut := err != nil && u.timeout > 0 && (perattempt.TimedOut(ctx, actx) ||
-		connect.CodeOf(err) == connect.CodeDeadlineExceeded && perattempt.ServerTimedOut(ctx, actx, u.timeout))
+	timedOut := err != nil && perattempt.Cut(ctx, actx, u.timeout)
 	cancel()
 	if err != nil {
 		var ae *a6.Failure
