@@ -62,7 +62,8 @@
 // a call of grpc-go's own does, until grpc-go has applied the conn's
 // config, and its answer holds for the method until the conn's resolver
 // delivers a new config through rebound's wrapper. A method that rebound
-// has no policy for is left to grpc-go's retries. A resolver that rebound
+// has no policy for is left to grpc-go's retries, and a conn made with
+// grpc.WithDisableRetry has no conflict. A resolver that rebound
 // does not wrap may hand grpc-go a retryPolicy after a method's first
 // call, unseen: pass it with WithResolver. grpc-go's transparent retries
 // of streams the server never processed happen below these interceptors

@@ -161,3 +161,24 @@ func TestGRPCGoRetryPolicyConflictUnwrappedResolver(t *testing.T) {
 		t.Fatalf("server saw %d attempts, want none", got)
 	}
 }
+
+// TestGRPCGoRetryPolicyRetriesDisabled: on a conn made with
+// grpc.WithDisableRetry grpc-go retries nothing, whatever its config says:
+// no conflict, rebound's 3 attempts. It also pins how rebound learns of
+// the option (grpc-go has no accessor for it).
+func TestGRPCGoRetryPolicyRetriesDisabled(t *testing.T) {
+	cfg, err := serviceconfig.Parse([]byte(nativeRetryJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpctest.Start(t, alwaysUnavailable)
+	tc := testpb.NewTestServiceClient(srv.Dial(t, append(grpcretry.DialOptions(cfg, grpcretry.WithClock(clocktest.NewAuto())),
+		grpc.WithDefaultServiceConfig(nativeRetryJSON), grpc.WithDisableRetry())...))
+	_, err = tc.UnaryCall(context.Background(), grpctest.Request("x"))
+	if status.Code(err) != codes.Unavailable || !errors.Is(err, rebound.ErrAttemptsExhausted) {
+		t.Fatalf("%v, want UNAVAILABLE, attempts exhausted", err)
+	}
+	if got := srv.Count(grpctest.UnaryCall); got != 3 {
+		t.Fatalf("server saw %d attempts, want rebound's 3", got)
+	}
+}

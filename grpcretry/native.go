@@ -2,6 +2,7 @@ package grpcretry
 
 import (
 	"context"
+	"reflect"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -50,6 +51,10 @@ func (c *Client) nativeConflict(ctx context.Context, m *methodEntry, cc *grpc.Cl
 	if cc == nil {
 		return nil // the interceptor called by hand, without a conn
 	}
+	if retriesDisabled(cc) {
+		m.native.Store(nativeNone)
+		return nil
+	}
 	applied := awaitConfig(ctx, cc)
 	if cc.GetMethodConfig(m.name).RetryPolicy != nil {
 		m.native.Store(nativeRetries)
@@ -59,6 +64,20 @@ func (c *Client) nativeConflict(ctx context.Context, m *methodEntry, cc *grpc.Cl
 		m.native.Store(nativeNone)
 	}
 	return nil
+}
+
+// retriesDisabled reports whether cc was made with grpc.WithDisableRetry,
+// which keeps grpc-go from retrying whatever its config says. grpc-go has
+// no accessor for its dial options, so the field is read by reflection;
+// a grpc-go that renames it reads as retries on, and
+// TestGRPCGoRetryPolicyRetriesDisabled fails.
+func retriesDisabled(cc *grpc.ClientConn) bool {
+	v := reflect.ValueOf(cc).Elem().FieldByName("dopts")
+	if !v.IsValid() {
+		return false
+	}
+	v = v.FieldByName("disableRetry")
+	return v.IsValid() && v.Kind() == reflect.Bool && v.Bool()
 }
 
 // awaitConfig waits until grpc-go has applied a service config to cc
