@@ -33,6 +33,9 @@ func (c *Client) resolve(ctx context.Context, method string, cc *grpc.ClientConn
 		c.await(ctx, cc)
 		t = c.target(cc)
 	}
+	if t.src != nil {
+		t.src.raise()
+	}
 	m := c.method(t, method)
 	if ov == nil {
 		if m.policy != nil && m.native.Load() != nativeNone {
