@@ -16,6 +16,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/gopanic"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/internal/perattempt"
 	"github.com/rebound-go/rebound/internal/ratelimit"
@@ -140,9 +141,11 @@ type serverStream struct {
 	verdict   *ratelimit.Verdict   // the current attempt's answer to the rate limit, for the classifier's verdict
 
 	// When traced: phase says who ends the spans if the caller's context
-	// ends (see abandoned); stopAbandon unregisters abandoned.
+	// ends (see abandoned); stopAbandon unregisters abandoned; panicked is
+	// a panic of the tracer's there, for the caller's next call to raise.
 	phase       atomic.Int32
 	stopAbandon func() bool
+	panicked    atomic.Pointer[gopanic.Panic]
 }
 
 // The phases of a traced stream, for abandoned.
@@ -157,12 +160,33 @@ const (
 // the retry loop is running (it ends them, with the reason it stopped).
 // Ending a span twice does nothing, so it may race with the call's own
 // end.
+//
+// It runs on a goroutine of its own (context.AfterFunc), where a panic of
+// the tracer's would end the process: the caller's next call on the
+// stream raises it instead (see package gopanic).
 func (s *serverStream) abandoned() {
+	returned := false
+	defer func() {
+		if p := gopanic.Recovered(recover(), returned); p != nil {
+			s.panicked.CompareAndSwap(nil, p)
+		}
+	}()
 	if s.phase.CompareAndSwap(phaseOpen, phaseAbandoned) || s.phase.Load() == phaseCommitted {
 		// s.as is written only in phaseRetrying, which happened before.
 		err := contextError(s.ctx)
 		endAttempt(s.as, err, false)
 		endCall(s.span, err)
+	}
+	returned = true
+}
+
+// raise raises, on the caller's goroutine, a panic of abandoned, if there
+// was one, once: the calls after it go on as usual.
+func (s *serverStream) raise() {
+	if s.span != nil {
+		if p := s.panicked.Swap(nil); p != nil {
+			p.Raise()
+		}
 	}
 }
 
@@ -200,6 +224,7 @@ func (s *serverStream) CloseRequest() error {
 }
 
 func (s *serverStream) Receive(msg any) error {
+	s.raise()
 	if s.committed {
 		if s.err != nil {
 			return s.err
@@ -387,17 +412,20 @@ func (s *serverStream) cut(err error) error {
 }
 
 func (s *serverStream) ResponseHeader() http.Header {
+	s.raise()
 	// Headers handed to the application commit the call to this attempt.
 	s.commitFirst("response header read")
 	return s.conn.ResponseHeader()
 }
 
 func (s *serverStream) ResponseTrailer() http.Header {
+	s.raise()
 	s.commitFirst("response trailer read")
 	return s.conn.ResponseTrailer()
 }
 
 func (s *serverStream) CloseResponse() error {
+	defer s.raise() // once the response is closed: nothing is left open
 	s.commitFirst("")
 	// Closed by the caller: whatever it had read is the call's result.
 	s.ended(io.EOF)
