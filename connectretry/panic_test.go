@@ -44,18 +44,19 @@ func carried(t *testing.T, v any, fn string) {
 func panicInConnectClassifier() { panic(errBoom) }
 
 // awaitCancelled waits until every attempt the server saw but the one
-// that failed (2 or 3 in all: the third may be cancelled before it
-// reaches the server) has seen its context end, and fails the test if
-// that does not happen within ten seconds.
+// that failed has seen its context end, and fails the test if that does
+// not happen within ten seconds. The server sees 1 to 3 attempts: the
+// others may be cancelled before they reach it (on a loaded machine,
+// while their connections are made).
 func awaitCancelled(t *testing.T, cancelled *atomic.Int32, seen func() int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		n := seen()
-		if n >= 2 && n <= 3 && int(cancelled.Load()) == n-1 {
+		if n >= 1 && n <= 3 && int(cancelled.Load()) == n-1 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server saw %d attempts, %d of them cancelled; want 2 or 3, all but the failed one cancelled", n, cancelled.Load())
+			t.Fatalf("server saw %d attempts, %d of them cancelled; want 1 to 3, all but the failed one cancelled", n, cancelled.Load())
 		}
 	}
 }

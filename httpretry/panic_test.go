@@ -71,11 +71,11 @@ func TestPanicInClassifierJudgingHedge(t *testing.T) {
 	carried(t, v, "panicInHTTPClassifier")
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		n := srv.attempts()
-		if n >= 2 && n <= 3 && int(cancelled.Load()) == n-1 {
+		if n >= 1 && n <= 3 && int(cancelled.Load()) == n-1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server saw %d attempts, %d of them cancelled; want 2 or 3, all but the failed one cancelled", n, cancelled.Load())
+			t.Fatalf("server saw %d attempts, %d of them cancelled; want 1 to 3, all but the failed one cancelled", n, cancelled.Load())
 		}
 	}
 }
