@@ -172,6 +172,79 @@ func TestAdaptiveThrottleOutageAndRecovery(t *testing.T) {
 	}
 }
 
+// TestAdaptiveThrottleRecoveryTime: after a full outage longer than the
+// window, the share of requests sent grows about e^x-fold per window
+// (x = K·(1 − e^−x)), and a client that sends N requests a second sends
+// them all again after about Window·ln(N·Window)/x, as the type's doc
+// says: within 1.1 times that, and not before half of it.
+func TestAdaptiveThrottleRecoveryTime(t *testing.T) {
+	for _, c := range []struct {
+		k      float64
+		rate   int // requests per second
+		window time.Duration
+	}{
+		{2, 10, time.Minute},
+		{2, 1, 2 * time.Minute},
+		{2, 100, 2 * time.Minute},
+		{1.5, 10, time.Minute},
+	} {
+		th, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{K: c.k, Window: c.window})
+		u := func(i int) float64 { return math.Mod(float64(i)*0.618033988749895, 1) }
+		step := time.Second / time.Duration(c.rate)
+		now, i := t0, 0
+		for range 3 * int(c.window/step) { // the outage: three windows
+			now = now.Add(step)
+			th.Allow(now, u(i))
+			i++
+		}
+		x := 1.0
+		for range 100 {
+			x = c.k * (1 - math.Exp(-x))
+		}
+		want := time.Duration(c.window.Seconds() * math.Log(float64(c.rate)*c.window.Seconds()) / x * float64(time.Second))
+		start, back := now, time.Duration(0)
+		for now.Sub(start) < 2*want {
+			now = now.Add(step)
+			if th.Allow(now, u(i)) {
+				th.Accepted(now)
+			}
+			i++
+			if th.RejectProbability(now) == 0 {
+				back = now.Sub(start)
+				break
+			}
+		}
+		if back == 0 || back > want*11/10 || back < want/2 {
+			t.Errorf("K %v, %d/s, window %v: every request sent again after %v, want about %v (x = %.2f)", c.k, c.rate, c.window, back, want, x)
+		}
+	}
+}
+
+// TestAdaptiveThrottleWithdraw: a request taken back counts neither as a
+// request nor as a refusal; one counted before the window, or in a slot
+// that holds none, takes nothing back.
+func TestAdaptiveThrottleWithdraw(t *testing.T) {
+	th, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{Window: time.Minute})
+	for i := range 10 {
+		th.Allow(t0.Add(time.Duration(i)*time.Second), 0.5)
+	}
+	th.Withdraw(t0.Add(3 * time.Second))
+	th.Withdraw(t0.Add(30 * time.Second)) // no request there
+	if r, a := th.Counts(t0.Add(10 * time.Second)); r != 9 || a != 0 {
+		t.Fatalf("after one withdrawn: %d requests, %d accepts; want 9 and 0", r, a)
+	}
+	later := t0.Add(90 * time.Second)
+	th.Allow(later, 0.5)
+	th.Withdraw(t0.Add(4 * time.Second)) // before the window
+	if r, _ := th.Counts(later); r != 1 {
+		t.Fatalf("a request from before the window withdrawn: %d requests, want 1", r)
+	}
+	th.Withdraw(later)
+	if r, _ := th.Counts(later); r != 0 || th.RejectProbability(later) != 0 {
+		t.Fatalf("%d requests after the last was withdrawn, want 0", r)
+	}
+}
+
 func TestAdaptiveThrottleConcurrent(t *testing.T) {
 	th, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{})
 	var wg sync.WaitGroup

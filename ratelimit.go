@@ -202,6 +202,26 @@ func (r Reservation) Delay(now time.Time) time.Duration { return max(0, r.at.Sub
 // only a small burst, and a second's worth sent at once after a pause
 // would be refused.
 //
+// Once the server stops refusing, the rate is back at the rate W it was
+// cut from K = ∛(W·(1−Beta)/ScaleConstant) seconds after the last cut (or
+// after the server's explicit wait, if that ends later), and from there
+// it climbs by ScaleConstant·t³. With the defaults, K is 2.5s from 20/s
+// and 5.3s from 200/s; the rate is 10/s above W 2.9s after that, 100/s
+// above it 6.3s after; from the floor of 0.5/s it is at 20/s about 4.4s
+// after the cut. The climb goes no higher than twice the rate the client
+// is measured to send (and a success may bring the rate down to that, as
+// in the AWS SDKs), so this holds while the callers ask for more than the
+// rate. It holds on a busy machine too: a wait whose timer fires late
+// keeps its turn (see [AdaptiveRateLimit.Ready]), an attempt refused for its
+// deadline takes none (see [AdaptiveRateLimit.ReserveBy]), and while callers
+// are refused for want of turns a success never lowers the rate, whatever
+// the measure (answers come in late on a loaded machine, and a wait that
+// ends past its deadline leaves its turn unused). Before, a client under
+// -race on a loaded machine fell to a request or two a second after the
+// server had stopped refusing: its refusals, its late timers and its
+// late answers cost it turns and measure, and each success then lowered
+// the rate.
+//
 // Time is an argument, so that tests and simulations drive it; waiting is
 // the caller's (the clients of grpcretry, connectretry and httpretry wait
 // within the call's context, never holding a lock). An AdaptiveRateLimit
@@ -248,6 +268,7 @@ type AdaptiveRateLimit struct {
 	cutSeq   int64     // attempts sent before the last cut
 	seq      int64     // attempts sent
 	holdTill time.Time // the server's explicit wait: no climb before
+	refused  time.Time // the last attempt refused for its deadline
 }
 
 // The slow start: the attempts in flight at first, the window at which
@@ -276,6 +297,24 @@ func NewAdaptiveRateLimit(c AdaptiveRateLimitConfig) (*AdaptiveRateLimit, error)
 // gives the token back with [AdaptiveRateLimit.Cancel]. Before the first
 // throttle, once the slow start has ended, every reservation is for now.
 func (l *AdaptiveRateLimit) Reserve(now time.Time) Reservation {
+	r, _ := l.ReserveBy(now, time.Time{})
+	return r
+}
+
+// ReserveBy is Reserve for an attempt that must go by deadline (the zero
+// time for none). When its turn would come after deadline it takes nothing
+// and reports false: the attempt is refused locally, and the refusal
+// leaves no trace in the limiter's queue or rounds, however many callers
+// are refused at once; the limiter only notes that callers ask for more
+// than its rate (see [AdaptiveRateLimit]). (A token taken and given back with
+// Cancel is not the same: when another caller reserved in between, the
+// first token cannot be given back, and on a busy machine, where callers
+// are refused in a tight loop, each of those left a turn in the queue that
+// no attempt used, until the queue ran ahead of every deadline and nothing
+// was sent at all.) A reservation of the slow start (see
+// [Reservation.Answer]) is not refused: its wait has no known end but the
+// slow start's, and an answer usually comes within a round trip.
+func (l *AdaptiveRateLimit) ReserveBy(now, deadline time.Time) (Reservation, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.enabled && !l.slowEnd {
@@ -290,9 +329,45 @@ func (l *AdaptiveRateLimit) Reserve(now time.Time) Reservation {
 			}
 			l.waiting++
 			l.wanted = max(l.wanted, l.seq+l.waiting)
-			return Reservation{at: l.firstSent.Add(slowStartTime), cut: l.cuts, answer: l.answer}
+			return Reservation{at: l.firstSent.Add(slowStartTime), cut: l.cuts, answer: l.answer}, true
 		}
 	}
+	if !l.enabled {
+		l.took(now)
+		if !l.slowEnd {
+			l.inFlight++
+			l.wanted = max(l.wanted, l.seq+l.waiting)
+			return Reservation{at: now, cut: l.cuts, seq: l.seq, slot: true}, true
+		}
+		return Reservation{at: now, cut: l.cuts, seq: l.seq}, true
+	}
+	l.refill(now)
+	tokens := l.tokens - 1
+	at := now
+	if tokens < 0 {
+		at = now.Add(seconds(-tokens / l.rate))
+		// After the rate rose, the debt is worth less time than the
+		// reservations already given out: the new one goes after the
+		// last of them, not among them as a burst.
+		if next := l.latest.Add(seconds(1 / l.rate)); l.latest.After(now) && at.Before(next) {
+			at = next
+			tokens = -next.Sub(now).Seconds() * l.rate
+		}
+	}
+	if !deadline.IsZero() && at.After(deadline) {
+		l.refused = now
+		return Reservation{at: at}, false
+	}
+	l.took(now)
+	l.tokens = tokens
+	if at.After(l.latest) {
+		l.latest = at
+	}
+	return Reservation{at: at, cut: l.cuts, seq: l.seq, paid: true}, true
+}
+
+// took counts an attempt reserved at now: it will be sent.
+func (l *AdaptiveRateLimit) took(now time.Time) {
 	if !l.measured {
 		if l.sent == 0 {
 			l.firstSent = now
@@ -300,31 +375,6 @@ func (l *AdaptiveRateLimit) Reserve(now time.Time) Reservation {
 		l.sent++
 	}
 	l.seq++
-	if !l.enabled {
-		if !l.slowEnd {
-			l.inFlight++
-			l.wanted = max(l.wanted, l.seq+l.waiting)
-			return Reservation{at: now, cut: l.cuts, seq: l.seq, slot: true}
-		}
-		return Reservation{at: now, cut: l.cuts, seq: l.seq}
-	}
-	l.refill(now)
-	l.tokens--
-	at := now
-	if l.tokens < 0 {
-		at = now.Add(seconds(-l.tokens / l.rate))
-		// After the rate rose, the debt is worth less time than the
-		// reservations already given out: the new one goes after the
-		// last of them, not among them as a burst.
-		if next := l.latest.Add(seconds(1 / l.rate)); l.latest.After(now) && at.Before(next) {
-			at = next
-			l.tokens = -next.Sub(now).Seconds() * l.rate
-		}
-	}
-	if at.After(l.latest) {
-		l.latest = at
-	}
-	return Reservation{at: at, cut: l.cuts, seq: l.seq, paid: true}
 }
 
 // endSlowStart ends the slow start and lets every attempt waiting in it
@@ -412,7 +462,22 @@ func (l *AdaptiveRateLimit) Observe(r Reservation, now time.Time, f RateFeedback
 		}
 		return
 	default:
-		next = l.climb(now)
+		// The climb goes no higher than twice the rate measured, so that
+		// a client that sends little does not earn a rate it never
+		// tried, and a success may bring the rate down to that. Not
+		// while callers are refused for want of turns, though: the
+		// client then asks for more than the rate, and a measure below
+		// it is its own doing (on a loaded machine its answers come in
+		// late, and a wait that ends past its deadline leaves its turn
+		// unused), not the server's word. Lowering the rate on it
+		// spiralled a client under -race on a loaded machine down to a
+		// request or two a second after the server had stopped refusing.
+		limit := 2 * l.sendRate(now)
+		if !l.refused.IsZero() && now.Sub(l.refused) < time.Second {
+			limit = max(limit, l.rate)
+		}
+		l.setRate(now, min(l.climb(now), limit))
+		return
 	}
 	l.setRate(now, min(next, 2*l.sendRate(now)))
 }
@@ -455,24 +520,34 @@ func (l *AdaptiveRateLimit) cut(now time.Time, wait time.Duration) float64 {
 	return ref * l.c.Beta
 }
 
-// Ready reports whether the attempt that waited for r may go at now; if
-// not, it takes a new reservation. It may not when a cut came after r was
-// taken (r's time was set at the old rate: a cut applies at once to the
-// attempts already waiting, rather than after they have gone at the old
-// rate), nor when another waiting attempt went less than half a
-// reservation's spacing before (its wait ended late, as timers do on a
-// busy machine, and the two would reach the server as a burst).
-func (l *AdaptiveRateLimit) Ready(r Reservation, now time.Time) bool {
+// Ready reports whether the attempt that waited for r may go, and when:
+// at now, or, when another waiting attempt went less than half a
+// reservation's spacing before, once that half has passed. Timers end
+// late on a busy machine, and several at once: the attempts whose waits
+// ended together go half a spacing apart rather than reach the server as
+// a burst, and each keeps its turn (an attempt that took a new one
+// instead gave up the turn it had waited for, and one such loss for
+// every late timer left a client on a loaded machine sending a fraction
+// of its rate, its callers refused for want of turns). It may not go when
+// a cut came after r was taken: r's time was set at the old rate, and the
+// attempt takes a new reservation, so that a cut applies at once to the
+// attempts already waiting rather than after they have gone at the old
+// rate.
+func (l *AdaptiveRateLimit) Ready(r Reservation, now time.Time) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !r.paid {
-		return true
+		return now, true
 	}
-	if r.cut != l.cuts || now.Sub(l.lastGo).Seconds() < 0.5/l.rate {
-		return false
+	if r.cut != l.cuts {
+		return time.Time{}, false
 	}
-	l.lastGo = now
-	return true
+	at := now
+	if next := l.lastGo.Add(seconds(0.5 / l.rate)); at.Before(next) {
+		at = next
+	}
+	l.lastGo = at
+	return at, true
 }
 
 // climb returns CUBIC's rate at now, no higher than the rate is while a

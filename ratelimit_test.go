@@ -389,24 +389,101 @@ func TestErrRateLimited(t *testing.T) {
 }
 
 // TestAdaptiveRateLimitReady: an attempt whose wait ended after a cut takes a
-// new turn at the new rate; of two waits that end together, the second
-// takes a new turn rather than reach the server as a burst.
+// new turn at the new rate; of waits that end together (late timers), the
+// first goes and each of the others keeps its turn and goes half a
+// spacing after the one before, so that no turn is lost: the next
+// reservation is where it would have been.
 func TestAdaptiveRateLimitReady(t *testing.T) {
 	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 10})
 	r := l.Reserve(at(0))
 	l.Observe(r, at(0), rebound.RateFeedback{SlowDown: true}) // 10/s
-	a, b := l.Reserve(at(0)), l.Reserve(at(0))
-	if !l.Ready(a, a.Time()) {
-		t.Fatal("the first wait to end was not ready")
+	a, b, c := l.Reserve(at(0)), l.Reserve(at(0)), l.Reserve(at(0))
+	// All three timers fire 250ms late, together.
+	woke := c.Time().Add(250 * time.Millisecond)
+	for i, want := range []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond} {
+		got, ok := l.Ready([]rebound.Reservation{a, b, c}[i], woke)
+		if !ok || got.Sub(woke) != want {
+			t.Fatalf("wait %d of three that ended together: go %v after they ended (ready %v), want %v", i, got.Sub(woke), ok, want)
+		}
 	}
-	late := b.Time().Add(-90 * time.Millisecond) // ends 10ms after a: a burst
-	if l.Ready(b, a.Time().Add(10*time.Millisecond)) {
-		t.Fatalf("a wait ending 10ms after another at 10/s was ready (its time was %v)", late)
+	if d := l.Reserve(at(0)); d.Time() != c.Time().Add(100*time.Millisecond) {
+		t.Fatalf("the next turn is %v after the last, want 100ms: a turn was lost", d.Time().Sub(c.Time()))
 	}
+	e := l.Reserve(at(1))
+	l.Observe(e, at(1), rebound.RateFeedback{SlowDown: true})
+	f := l.Reserve(at(1))
+	if _, ok := l.Ready(f, f.Time()); !ok {
+		t.Fatal("after a cut, a new reservation was not ready")
+	}
+	if _, ok := l.Ready(e, at(1.5)); ok {
+		t.Fatal("after a cut, a reservation from before it was ready")
+	}
+}
+
+// TestAdaptiveRateLimitReserveBy: a turn that would come after the deadline is
+// refused without a trace: the queue, the rounds of cuts and the measured
+// rate are as if it had not been asked for. With Reserve and Cancel, two
+// refusals that interleave lose a turn, and a tight loop of refusals on a
+// busy machine ran the queue ahead of every deadline.
+func TestAdaptiveRateLimitReserveBy(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 10})
+	l.Observe(l.Reserve(at(0)), at(0), rebound.RateFeedback{SlowDown: true}) // 10/s
+	first := l.Reserve(at(0))
+	for range 100 {
+		if r, ok := l.ReserveBy(at(0), at(0.05)); ok {
+			t.Fatalf("a turn at %v reserved with a deadline 50ms away", r.Time().Sub(at(0)))
+		}
+	}
+	if r, ok := l.ReserveBy(at(0), at(10)); !ok || r.Time() != first.Time().Add(100*time.Millisecond) {
+		t.Fatalf("after 100 refusals the next turn is %v after the last one given (ok %v), want 100ms", r.Time().Sub(first.Time()), ok)
+	}
+	// The refusals were not attempts: a throttle of the next two sent
+	// after a cut does not complete a round.
 	c := l.Reserve(at(1))
 	l.Observe(c, at(1), rebound.RateFeedback{SlowDown: true})
-	if d := l.Reserve(at(1)); !l.Ready(d, d.Time()) || l.Ready(c, at(1.5)) {
-		t.Fatal("after a cut, the new reservation must be ready and the old one not")
+	cut := l.Rate()
+	for range 10 {
+		l.ReserveBy(at(1), at(1.01))
+	}
+	for i := range 2 {
+		r := l.Reserve(at(1.1))
+		l.Observe(r, at(1.1), rebound.RateFeedback{SlowDown: true})
+		if l.Rate() != cut {
+			t.Fatalf("a throttle of attempt %d after the cut changed the rate %v -> %v: the refusals counted as attempts", i+1, cut, l.Rate())
+		}
+	}
+}
+
+// TestAdaptiveRateLimitMeasureWhileRefusing: a success may bring the rate down
+// to twice the rate measured, as in the AWS SDKs, when the client sends
+// little; not while its callers are refused for want of turns, when a
+// low measure is the client's own (answers late on a loaded machine,
+// turns left unused by waits that ended past their deadlines).
+func TestAdaptiveRateLimitMeasureWhileRefusing(t *testing.T) {
+	for _, refusing := range []bool{false, true} {
+		l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
+		feed(l, 0, 2, 10, false)
+		r := l.Reserve(at(2))
+		l.Observe(r, at(2), rebound.RateFeedback{SlowDown: true})
+		cut := l.Rate() // about 7/s
+		// Four seconds without an answer: when refusing, the callers hold
+		// turns whose waits will end past their deadlines, and the next
+		// is refused.
+		if refusing {
+			for range 3 {
+				l.Reserve(at(5.5))
+			}
+			if _, ok := l.ReserveBy(at(5.5), at(5.501)); ok {
+				t.Fatal("a turn within 1ms was given behind three")
+			}
+		}
+		l.Observe(rebound.Reservation{}, at(6), rebound.RateFeedback{})
+		switch got := l.Rate(); {
+		case refusing && got < cut:
+			t.Errorf("a success while callers were refused lowered the rate from %.1f to %.1f", cut, got)
+		case !refusing && got >= cut:
+			t.Errorf("a success after four quiet seconds left the rate at %.1f, want it lowered to twice the measure", got)
+		}
 	}
 }
 

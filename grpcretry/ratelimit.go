@@ -61,13 +61,23 @@ func (rateLimited) Unwrap() error { return rebound.ErrRateLimited }
 func (rateLimited) GRPCStatus() *status.Status {
 	return status.New(codes.ResourceExhausted, "grpcretry: "+rebound.ErrRateLimited.Error())
 }
+func (rateLimited) KeptHome() {}
 
-// waitError turns the error of a wait into an attempt's error.
+// waitEnded is the error of an attempt whose context ended while it
+// waited for its turn: the context's status.
+type waitEnded struct{ st *status.Status }
+
+func (w waitEnded) Error() string              { return w.st.Err().Error() }
+func (w waitEnded) GRPCStatus() *status.Status { return w.st }
+func (waitEnded) KeptHome()                    {}
+
+// waitError turns the error of a wait into an attempt's error, which is
+// a ratelimit.KeptHome: the attempt did not leave.
 func waitError(ctx context.Context, err error) error {
 	if err == rebound.ErrRateLimited {
 		return rateLimited{}
 	}
-	return status.FromContextError(ctx.Err()).Err()
+	return waitEnded{status.FromContextError(ctx.Err())}
 }
 
 // feedback returns what an attempt's status and trailer say about the

@@ -90,7 +90,7 @@ func (l *limitedBase) RoundTrip(r *http.Request) (*http.Response, error) {
 		if r.Body != nil {
 			_ = r.Body.Close()
 		}
-		return nil, fmt.Errorf("httpretry: %s %s: %w", r.Method, r.URL.Host, err)
+		return nil, fmt.Errorf("httpretry: %s %s: %w", r.Method, r.URL.Host, ratelimit.Kept(err))
 	}
 	resp, err := l.base.RoundTrip(r)
 	if err == nil && resp != nil {

@@ -5,6 +5,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -45,11 +46,13 @@ type Gate struct {
 }
 
 // Wait takes a send token and waits for its turn, within ctx. When the
-// turn would come after ctx's deadline it gives the token back and
-// returns rebound.ErrRateLimited at once; when ctx ends first it gives the
-// token back and returns the context's cause. When its turn no longer
-// holds as it ends (see rebound.AdaptiveRateLimit.Ready) it takes a new one.
-// In the limiter's slow start it waits for an answer to an attempt in
+// turn would come after ctx's deadline it takes none and returns
+// rebound.ErrRateLimited at once (see rebound.AdaptiveRateLimit.ReserveBy);
+// when ctx ends first it gives the token back and returns the context's
+// cause. When its turn no longer holds as its wait ends (see
+// rebound.AdaptiveRateLimit.Ready) it takes a new one; when another attempt
+// went just before, it keeps its turn and waits out half a spacing. In
+// the limiter's slow start it waits for an answer to an attempt in
 // flight, then reserves again; that wait has no known end but the slow
 // start's, so it does not fail at once for a deadline (an answer usually
 // comes within a round trip). No lock is held while it waits.
@@ -58,42 +61,87 @@ func (g *Gate) Wait(ctx context.Context) (rebound.Reservation, error) {
 		return rebound.Reservation{}, nil
 	}
 	clk := g.clock()
+	dl, _ := ctx.Deadline()
 	for {
 		now := clk.Now()
-		r := g.Limiter.Reserve(now)
+		r, ok := g.Limiter.ReserveBy(now, dl)
+		if !ok {
+			return r, rebound.ErrRateLimited
+		}
 		d := r.Delay(now)
 		if d == 0 {
 			return r, nil
 		}
 		if a := r.Answer(); a != nil {
-			t := clk.NewTimer(d)
-			select {
-			case <-a:
-			case <-t.C():
-			case <-ctx.Done():
-				t.Stop()
-				g.Limiter.Cancel(r, clk.Now())
-				return r, context.Cause(ctx)
-			}
-			t.Stop()
+			err := g.sleep(ctx, clk, d, a)
 			g.Limiter.Cancel(r, clk.Now())
+			if err != nil {
+				return r, err
+			}
 			continue
 		}
-		if dl, ok := ctx.Deadline(); ok && r.Time().After(dl) {
-			g.Limiter.Cancel(r, now)
-			return r, rebound.ErrRateLimited
-		}
-		t := clk.NewTimer(d)
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			t.Stop()
+		if err := g.sleep(ctx, clk, d, nil); err != nil {
 			g.Limiter.Cancel(r, clk.Now())
-			return r, context.Cause(ctx)
+			return r, err
 		}
-		if g.Limiter.Ready(r, clk.Now()) {
-			return r, nil
+		at, ok := g.Limiter.Ready(r, clk.Now())
+		if !ok {
+			continue
 		}
+		if d := at.Sub(clk.Now()); d > 0 {
+			if err := g.sleep(ctx, clk, d, nil); err != nil {
+				g.Limiter.Cancel(r, clk.Now())
+				return r, err
+			}
+		}
+		return r, nil
+	}
+}
+
+// sleep waits d, or until wake is closed (a nil wake never is), or until
+// ctx ends, which it reports with the context's cause.
+func (g *Gate) sleep(ctx context.Context, clk rebound.Clock, d time.Duration, wake <-chan struct{}) error {
+	t := clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-wake:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// KeptHome is the error of an attempt that Wait kept home, in the front
+// door's words: refused for its deadline, or its context ended while it
+// waited for its turn. It never reached the server, so an adaptive
+// throttle in front of the rate limit takes it back (see IsKeptHome)
+// rather than count it as the server's refusal, or, cancelled, as the
+// server's answer.
+type KeptHome interface {
+	error
+	KeptHome()
+}
+
+// Kept returns err as a KeptHome error that unwraps to err.
+func Kept(err error) error { return kept{err} }
+
+type kept struct{ error }
+
+func (k kept) Unwrap() error { return k.error }
+func (kept) KeptHome()       {}
+
+// IsKeptHome reports whether err is, or wraps, a KeptHome error.
+func IsKeptHome(err error) bool {
+	var k KeptHome
+	return errors.As(err, &k)
+}
+
+// Cancel gives back the turn r that Wait gave an attempt that did not go
+// after all (an adaptive throttle kept it home).
+func (g *Gate) Cancel(r rebound.Reservation) {
+	if g != nil && g.Limiter != nil {
+		g.Limiter.Cancel(r, g.clock().Now())
 	}
 }
 

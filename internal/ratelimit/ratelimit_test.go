@@ -263,3 +263,66 @@ func TestWaitSlowStart(t *testing.T) {
 		t.Fatal("the cancelled wait left its timer")
 	}
 }
+
+// steppedCtx is a context with a deadline whose Deadline method waits for
+// the test's word, so that the test decides how the callers of Wait
+// interleave; entered tells it a caller is there.
+type steppedCtx struct {
+	context.Context
+	dl      time.Time
+	entered chan struct{}
+	step    chan struct{}
+}
+
+func (c steppedCtx) Deadline() (time.Time, bool) {
+	c.entered <- struct{}{}
+	<-c.step
+	return c.dl, true
+}
+
+// TestWaitRefusalsInterleaved: callers refused for their deadline leave
+// nothing behind in the limiter, however their refusals interleave. Two
+// callers at 10/s whose turns (100 and 200ms away) would come after their
+// deadline (50ms): the first is refused, then the second. Ten such pairs,
+// and a caller alone with a deadline 500ms away still gets the turn 100ms
+// away. (When a refusal took a token and gave it back, the first could
+// not give its back, the second's turn was later; each pair left a turn
+// nobody used at the end of the queue, the queue ran a second ahead, and
+// the caller alone was refused: on a busy machine, callers refused in a
+// tight loop ran it ahead of every deadline, and the client sent nothing
+// after the server had stopped refusing.)
+func TestWaitRefusalsInterleaved(t *testing.T) {
+	g, clk := limiting(t)
+	for range 10 {
+		var ctxs [2]steppedCtx
+		errs := make(chan error, 2)
+		for i := range ctxs {
+			ctxs[i] = steppedCtx{context.Background(), clk.Now().Add(50 * time.Millisecond), make(chan struct{}), make(chan struct{})}
+			go func() { _, err := g.Wait(ctxs[i]); errs <- err }()
+			<-ctxs[i].entered
+		}
+		for i := range ctxs {
+			ctxs[i].step <- struct{}{}
+			if err := <-errs; !errors.Is(err, rebound.ErrRateLimited) {
+				t.Fatalf("caller %d: %v, want ErrRateLimited", i, err)
+			}
+		}
+	}
+	if n := len(clk.Sleeps()); n != 0 {
+		t.Fatalf("%d waits, want none: every caller was refused at once", n)
+	}
+	alone := steppedCtx{context.Background(), clk.Now().Add(500 * time.Millisecond), make(chan struct{}, 1), make(chan struct{})}
+	close(alone.step)
+	done := make(chan error)
+	go func() { _, err := g.Wait(alone); done <- err }()
+	if !clk.WaitPending(1) {
+		t.Fatalf("the caller alone did not wait for its turn: %v", <-done)
+	}
+	if d := clk.Sleeps()[0]; d != 100*time.Millisecond {
+		t.Fatalf("the caller alone waits %v, want 100ms", d)
+	}
+	clk.Advance(100 * time.Millisecond)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

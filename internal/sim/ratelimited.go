@@ -309,7 +309,11 @@ func (r *rateRun) attempt(pr *proc, now, deadline time.Time, n int) {
 		pr.next = at.Add(time.Duration(float64(time.Second) * float64(r.s.Processes) / r.s.Limit))
 		r.after(at, func(t time.Time) { r.send(pr, t, deadline, n, rebound.Reservation{}) })
 	case RateRebound:
-		res := pr.reb.Reserve(now)
+		res, ok := pr.reb.ReserveBy(now, deadline)
+		if !ok {
+			r.done(pr, now, false) // rebound.ErrRateLimited, at once
+			return
+		}
 		if res.Answer() != nil {
 			// The slow start: wait for an answer, or for its end, then
 			// reserve again (as Gate.Wait).
@@ -325,20 +329,21 @@ func (r *rateRun) attempt(pr *proc, now, deadline time.Time, n int) {
 			r.after(res.Time(), wake)
 			return
 		}
-		if res.Time().After(deadline) {
-			pr.reb.Cancel(res, now)
-			r.done(pr, now, false) // rebound.ErrRateLimited, at once
-			return
-		}
 		if res.Delay(now) == 0 {
 			r.send(pr, now, deadline, n, res)
 			return
 		}
 		// As internal/ratelimit's Gate.Wait: a wait that ends after a
-		// cut, or with another, takes a new turn.
+		// cut takes a new turn; one that ends just after another attempt
+		// went waits out half a spacing.
 		r.after(res.Time(), func(t time.Time) {
-			if !pr.reb.Ready(res, t) {
+			at, ok := pr.reb.Ready(res, t)
+			if !ok {
 				r.attempt(pr, t, deadline, n)
+				return
+			}
+			if at.After(t) {
+				r.after(at, func(t time.Time) { r.send(pr, t, deadline, n, res) })
 				return
 			}
 			r.send(pr, t, deadline, n, res)
