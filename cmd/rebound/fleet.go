@@ -100,17 +100,22 @@ func fleetTable(reports []*sim.Report) [][]string {
 // and of row, with the figures of reports.
 func fleetLegend(reports []*sim.Report) []string {
 	outage := reports[0].Config.OutageLength
+	most := 0.0 // the shedder's highest amplification in any row
+	for _, r := range reports {
+		most = max(most, r.Results[sim.Shed].OutageAmplification)
+	}
 	out := []string{
 		"Per-client budgets (A6 throttle, token bucket) learn only from their own failures: 10,000 clients " +
 			"at 0.1 req/s each see too few to react, and the load multiplies as if they had none. The budgets of " +
 			"service meshes fare no better there: their floors (10 retries a second for the ratio budget, 3 in " +
 			"flight for the concurrency budget) are more than a thin client ever asks for, and with 50 busy " +
 			"clients the ratio budget's floor still adds half the load.",
-		"The server sees every client: its shedder (package shed's limiter, on virtual time) sheds what is beyond " +
-			"its limit and speaks for the server's own fast UNAVAILABLE, and once more than a tenth of its recent " +
-			"requests were shed or refused it answers \"don't retry\", so the fleet adds at most 1.1x whatever its " +
-			"size. In a full outage the shedder still answers (its process is up, its capacity is not), so every " +
-			"retry is called off; a server whose process is gone gives no pushback.",
+		fmt.Sprintf("The server sees every client: its shedder (package shed's limiter, on virtual time) sheds what is beyond "+
+			"its limit and speaks for the server's own fast UNAVAILABLE, and once more than a tenth of its recent "+
+			"requests were shed or refused it answers \"don't retry\", so the load it sees during the outage is at "+
+			"most %s in any row, from 50 busy clients as from 10,000 thin ones. In a full outage the shedder still "+
+			"answers (its process is up, its capacity is not), so every retry is called off; a server whose process "+
+			"is gone gives no pushback.", amp(most)),
 		fmt.Sprintf("The adaptive throttle counts every attempt, so it learns as fast in a "+
 			"thin client as in a busy one, but it lets through K (2) times the accepts still in its 2-minute "+
 			"window, which a %v outage barely dents, and it keeps rejecting after the outage until new "+

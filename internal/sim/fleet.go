@@ -240,6 +240,22 @@ var FleetScenarios = []FleetScenario{
 	{Name: "10,000 x 0.1 req/s, attacker: slow clients, 100 streams/s", Clients: 10_000, Rate: 0.1, Shape: SlowClients, AttackRate: SlowClients.DefaultAttackRate()},
 }
 
+// LoopbackFleet is internal/shedload's fleet (FleetScenario, issue 29's),
+// simulated: 200 client processes at 0.75 requests per second each (150/s),
+// 75% of a server of 40 workers of 200ms (200/s), through a 1.5s outage
+// from 2s of a 6s run; 5 attempts with the loopback clients' backoff (50ms
+// doubling to 500ms), a 2s deadline. Set Shape and OutageCapacity for the
+// outage: Slow at 0.5 (capacity halved), Hang, FailFast at 0 (the loopback
+// harness's CapacityHalved, Hang and FailFast).
+var LoopbackFleet = func() Config {
+	c := DefaultConfig
+	c.Clients, c.Rate, c.Capacity, c.Latency = 200, 0.75, 200, 200*time.Millisecond
+	c.Duration, c.OutageStart, c.OutageLength = 6*time.Second, 2*time.Second, 1500*time.Millisecond
+	c.Deadline = 2 * time.Second
+	c.Backoff = rebound.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond, Multiplier: 2}
+	return c
+}()
+
 // RunFleet runs every policy on each of scenarios, built from base, and
 // returns their reports in order. It stops at the first error, as [Run].
 func RunFleet(ctx context.Context, base Config, scenarios []FleetScenario) ([]*Report, error) {
