@@ -11,10 +11,20 @@
 // a tenth by default), it invites a retry after the time a request of
 // that method takes plus the time needed to work off the retries it has
 // already invited; beyond that, the retries could not all be served, and
-// it says "don't retry" (a negative pushback). Load from retries then
-// stays within 1 + RetryShare of what the clients ask, however many
-// clients there are: a client's own retry budget sees only its own thin
-// slice of the traffic, while the server sees all of it.
+// it says "don't retry" (a negative pushback). Since it invites a retry
+// only while its recent rejections are at most RetryShare of the requests
+// it served, the load stays within about 1 + RetryShare of what the
+// clients ask, from retries that obey its pushback: a client's own
+// retry budget sees only its own thin slice of the traffic, while the
+// server sees all of it. On loopback, 200 client processes with 5
+// attempts each, offering 75% of a server's capacity through a 1.5s
+// outage, made 1.05-1.06 attempts per call during it in gRPC, Connect and
+// HTTP, whether half the capacity went, requests hung or a dependency
+// failed fast (4.8 without a Shedder in the last), and their calls
+// succeeded as often as before within 0.9s of its end (go test
+// ./internal/shedload -run TestOutages -v). In the simulation, through a
+// 30s outage of every shape, the load stayed at 1.00x from 50 clients at
+// 20 requests a second as from 10,000 at 0.1 (rebound sim -fleet).
 //
 // # When the handler fails
 //
