@@ -301,7 +301,8 @@ func outageRuns(sc Scenario, also *Scenario) (c comparison, ok bool) {
 		if ok = carried(c.without, c.with); ok {
 			break
 		}
-		notes = append(notes, fmt.Sprintf("try %d: the machine did not carry the fleet even without the Shedder: %s", try+1, c.without.Summary()))
+		notes = append(notes, fmt.Sprintf("try %d: the machine did not carry the fleet (see carried): without the Shedder: %s; with it: %s",
+			try+1, c.without.Summary(), c.with.Summary()))
 	}
 	c.notes = notes
 	return c, ok
