@@ -21,6 +21,8 @@ import (
 	"github.com/rebound-go/rebound/httpretry"
 	"github.com/rebound-go/rebound/internal/grpctest"
 	"github.com/rebound-go/rebound/serviceconfig"
+
+	"github.com/rebound-go/rebound/shed/connectshed"
 )
 
 const retryUnavailable = `{"methodConfig":[{"name":[{"service":"grpc.testing.TestService"},{"service":"acme.v1.Greeter"}],
@@ -66,7 +68,7 @@ func TestClientsObeyStop(t *testing.T) {
 			func(context.Context, *connect.Request[wrapperspb.StringValue]) (*connect.Response[wrapperspb.StringValue], error) {
 				b.hold()
 				return connect.NewResponse(wrapperspb.String("hi")), nil
-			}, connect.WithInterceptors(s.ConnectInterceptor())))
+			}, connect.WithInterceptors(connectshed.Interceptor(s))))
 		srv := httptest.NewServer(mux)
 		defer srv.Close()
 		client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](srv.Client(), srv.URL+greet,

@@ -9,6 +9,8 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/rebound-go/rebound/shed/connectshed"
 )
 
 // A connect streaming handler holds its slot until it returns; a stream
@@ -33,7 +35,7 @@ func TestConnectStream(t *testing.T) {
 						<-release
 					}
 					return st.Send(wrapperspb.String("tick"))
-				}, connect.WithInterceptors(s.ConnectInterceptor())))
+				}, connect.WithInterceptors(connectshed.Interceptor(s))))
 			srv := httptest.NewUnstartedServer(mux)
 			srv.EnableHTTP2 = true
 			srv.StartTLS()

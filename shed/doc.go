@@ -74,9 +74,10 @@
 //
 // The same Shedder serves grpc-go ([Shedder.UnaryServerInterceptor],
 // [Shedder.StreamServerInterceptor], and [Shedder.TapHandle] to reject
-// before a request is read), connect-go ([Shedder.ConnectInterceptor];
-// for connect-go v2, package shed/connectshed's Interceptor) and net/http
-// ([Shedder.Handler]); one Shedder per server (or per resource
-// the handlers share) lets them share one limit. Its metrics are
+// before a request is read) and net/http ([Shedder.Handler]); connect-go
+// has a package per major, shed/connectshed for v1 and
+// shed/connectshed/v2, so that package shed builds neither (each
+// package's Interceptor). One Shedder per server (or per resource the
+// handlers share) lets them share one limit. Its metrics are
 // OpenTelemetry instruments ([WithMeterProvider]).
 package shed

@@ -2,7 +2,6 @@ package shed_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -10,14 +9,12 @@ import (
 	"net/http/httptest"
 	"sync"
 
-	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rebound-go/rebound/shed"
 )
@@ -90,34 +87,6 @@ func ExampleShedder_UnaryServerInterceptor() {
 	close(b.release)
 	wg.Wait()
 	// Output: Unavailable [-1]
-}
-
-func ExampleShedder_ConnectInterceptor() {
-	s := oneAtATime()
-	b := newBusy()
-	const greet = "/acme.greet.v1.GreetService/Greet"
-	mux := http.NewServeMux()
-	mux.Handle(greet, connect.NewUnaryHandler(greet,
-		func(_ context.Context, req *connect.Request[wrapperspb.StringValue]) (*connect.Response[wrapperspb.StringValue], error) {
-			b.hold()
-			return connect.NewResponse(wrapperspb.String("hello")), nil
-		}, connect.WithInterceptors(s.ConnectInterceptor())))
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](srv.Client(), srv.URL+greet)
-
-	var wg sync.WaitGroup
-	wg.Go(func() { _, _ = client.CallUnary(context.Background(), connect.NewRequest(wrapperspb.String("first"))) })
-	<-b.entered
-	_, err := client.CallUnary(context.Background(), connect.NewRequest(wrapperspb.String("second")))
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		// connectretry reads the same pushback as grpcretry.
-		fmt.Println(ce.Code(), ce.Meta().Get("grpc-retry-pushback-ms"))
-	}
-	close(b.release)
-	wg.Wait()
-	// Output: unavailable -1
 }
 
 func ExampleShedder_Handler() {

@@ -2,12 +2,10 @@ package shed
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"sync/atomic"
 
-	"connectrpc.com/connect"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -208,149 +206,6 @@ func (s *Shedder) StreamServerInterceptor() grpc.StreamServerInterceptor {
 			g.endGRPC(ctx, err, g.own.Load(), ss.SetTrailer)
 		}()
 		err = handler(srv, g)
-		returned = true
-		return err
-	}
-}
-
-// ConnectInterceptor returns a connect-go interceptor that sheds handler
-// calls beyond the limit with CodeUnavailable and the pushback in the
-// error's metadata as grpc-retry-pushback-ms, which connectretry reads in
-// every protocol (Connect, gRPC, gRPC-Web). A handler's own failure with
-// CodeUnavailable or CodeResourceExhausted and no pushback of its own
-// gets one, as from [Shedder.UnaryServerInterceptor]; a streaming
-// handler's waits on its client (Receive, Send) hold no slot. Each
-// procedure has a baseline latency of its own. Client calls pass through.
-// It is safe for concurrent use. It is for connect-go v1; for v2, see
-// package shed/connectshed.
-func (s *Shedder) ConnectInterceptor() connect.Interceptor { return connectInterceptor{s} }
-
-type connectInterceptor struct{ s *Shedder }
-
-func connectReject(pb Pushback) error {
-	e := connect.NewError(connect.CodeUnavailable, ErrOverloaded)
-	e.Meta().Set(pushbackHeader, pb.Millis())
-	return e
-}
-
-func connectOverloaded(err error) bool {
-	switch connect.CodeOf(err) {
-	case connect.CodeUnavailable, connect.CodeResourceExhausted:
-		return true
-	}
-	return false
-}
-
-// endConnect ends r, whose handler returned err within ctx, and returns
-// the error to send: a sign of overload without a pushback of its own (in
-// its metadata, trailer or details) gets one, on a copy, since a handler
-// may return the same error to every call.
-func (r *request) endConnect(ctx context.Context, err error, trailer http.Header) error {
-	var ce *connect.Error
-	switch {
-	case err == nil && ctx.Err() == nil:
-		r.end(Served)
-		return nil
-	case ctx.Err() == nil && connectOverloaded(err) && errors.As(err, &ce) &&
-		ce.Meta().Get(pushbackHeader) == "" && trailer.Get(pushbackHeader) == "" && !connectRetryInfo(ce):
-		pb := r.refuse()
-		e := connect.NewError(ce.Code(), ce.Unwrap())
-		for _, d := range ce.Details() {
-			e.AddDetail(d)
-		}
-		for k, v := range ce.Meta() {
-			e.Meta()[k] = append([]string(nil), v...)
-		}
-		e.Meta().Set(pushbackHeader, pb.Millis())
-		err = e
-	}
-	r.end(Failed)
-	return err
-}
-
-func connectRetryInfo(ce *connect.Error) bool {
-	for _, d := range ce.Details() {
-		if d.Type() == retryInfoType {
-			return true
-		}
-	}
-	return false
-}
-
-func (c connectInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (resp connect.AnyResponse, err error) {
-		if req.Spec().IsClient {
-			return next(ctx, req)
-		}
-		r := new(connectUnary)
-		if pb, ok := c.s.admit(req.Spec().Procedure, nil, c.s.peerOfHost(req.Peer().Addr), &r.request); !ok {
-			return nil, connectReject(pb)
-		}
-		r.ctx = requestContext{ctx, &r.request}
-		returned := false
-		defer func() {
-			if !returned {
-				r.end(Failed)
-				return
-			}
-			err = r.endConnect(ctx, err, nil)
-			if err != nil {
-				resp = nil
-			}
-		}()
-		resp, err = next(&r.ctx, req)
-		returned = true
-		return resp, err
-	}
-}
-
-// connectUnary is an admitted unary call.
-type connectUnary struct {
-	request
-	ctx requestContext
-}
-
-func (c connectInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
-
-// connectConn is an admitted streaming handler's connection: its waits
-// for the client's messages and for room to send are not the server's
-// work.
-type connectConn struct {
-	connect.StreamingHandlerConn
-	request
-	ctx requestContext
-}
-
-func (c *connectConn) Receive(m any) error {
-	c.wait()
-	defer c.unwait()
-	return c.StreamingHandlerConn.Receive(m)
-}
-
-func (c *connectConn) Send(m any) error {
-	c.wait()
-	defer c.unwait()
-	return c.StreamingHandlerConn.Send(m)
-}
-
-func (c connectInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return func(ctx context.Context, conn connect.StreamingHandlerConn) (err error) {
-		cc := &connectConn{StreamingHandlerConn: conn}
-		if pb, ok := c.s.admit(conn.Spec().Procedure, nil, c.s.peerOfHost(conn.Peer().Addr), &cc.request); !ok {
-			return connectReject(pb)
-		}
-		cc.ctx = requestContext{ctx, &cc.request}
-		returned := false
-		defer func() {
-			if !returned {
-				cc.end(Failed)
-				return
-			}
-			err = cc.endConnect(ctx, err, conn.ResponseTrailer())
-		}()
-		err = next(&cc.ctx, cc)
 		returned = true
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/rebound-go/rebound/internal/grpctest"
 	"github.com/rebound-go/rebound/shed"
+	"github.com/rebound-go/rebound/shed/connectshed"
 )
 
 // limit100 is a Shedder whose limit starts at 100.
@@ -126,7 +127,7 @@ func TestHandlerRefusalsConnect(t *testing.T) {
 				return nil, connect.NewError(connect.CodeUnavailable, errors.New("pool full"))
 			}
 			return connect.NewResponse(wrapperspb.String("hi")), nil
-		}, connect.WithInterceptors(s.ConnectInterceptor())))
+		}, connect.WithInterceptors(connectshed.Interceptor(s))))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](srv.Client(), srv.URL+greet)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rebound-go/rebound/internal/grpctest"
 	"github.com/rebound-go/rebound/shed"
+	"github.com/rebound-go/rebound/shed/connectshed"
 )
 
 // waitFor polls cond every millisecond for up to 10s.
@@ -81,11 +82,11 @@ func TestWaitOnClientHoldsNoSlot(t *testing.T) {
 				for st.Receive() {
 				}
 				return connect.NewResponse(wrapperspb.String("done")), st.Err()
-			}, connect.WithInterceptors(s.ConnectInterceptor())))
+			}, connect.WithInterceptors(connectshed.Interceptor(s))))
 		mux.Handle(greet, connect.NewUnaryHandler(greet,
 			func(context.Context, *connect.Request[wrapperspb.StringValue]) (*connect.Response[wrapperspb.StringValue], error) {
 				return connect.NewResponse(wrapperspb.String("hi")), nil
-			}, connect.WithInterceptors(s.ConnectInterceptor())))
+			}, connect.WithInterceptors(connectshed.Interceptor(s))))
 		srv := httptest.NewServer(mux)
 		defer srv.Close()
 		body, stall := io.Pipe()

@@ -1,6 +1,6 @@
 // Package shedhook lets a front door of package shed that lives outside
-// it (shed/connectshed, for connect-go v2, which package shed must not
-// import beside connect-go v1) admit requests as shed's own interceptors
+// it (shed/connectshed and shed/connectshed/v2, one package per major of
+// connect-go, so that package shed builds neither) admit requests as shed's own interceptors
 // do: by procedure, with a baseline latency per procedure, a peer, waits
 // on the client that hold no slot, and the Shedder's pushback for a
 // handler's own sign of overload. Package shed sets Admit when it is

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rebound-go/rebound/shed"
+	"github.com/rebound-go/rebound/shed/connectshed"
 )
 
 // Protocol is the protocol a [Server] speaks.
@@ -453,7 +454,7 @@ func connectError(v verdict) error {
 func (s *Server) connectMux(c ServerConfig) *http.ServeMux {
 	var opts []connect.HandlerOption
 	if c.Shedder != nil {
-		opts = append(opts, connect.WithInterceptors(c.Shedder.ConnectInterceptor()))
+		opts = append(opts, connect.WithInterceptors(connectshed.Interceptor(c.Shedder)))
 	}
 	mux := http.NewServeMux()
 	mux.Handle(CallProcedure, connect.NewUnaryHandler(CallProcedure,

@@ -1,43 +1,40 @@
-// Package connectshed puts a [shed.Shedder] in front of a connect-go v2
-// server (connectrpc.com/connect/v2): [Interceptor] is the Shedder's
-// connect.ServerInterceptor, what [shed.Shedder.ConnectInterceptor] is
-// for connect-go v1. It is a package of its own because no package of
-// rebound imports both majors of connect-go: package shed imports v1,
-// this one v2. (Through package shed, a v2 server still builds
-// connect-go v1 and grpc-go, which shed's own front doors use.)
+// Package connectshed puts a [shed.Shedder] in front of a connect-go v1
+// server (connectrpc.com/connect): [Interceptor] is the Shedder's
+// connect.Interceptor. Package shed/connectshed/v2 is the same for
+// connect-go v2. Each major has a package of its own, as connectretry
+// does, so that a server of one major builds neither the other major
+// nor anything of grpc-go for the Shedder:
 //
-//	srv := connect.NewServer(connectshed.Interceptor(s))
+//	mux.Handle(connect.NewUnaryHandler(procedure, greet,
+//		connect.WithInterceptors(connectshed.Interceptor(s))))
 //
-// It behaves as the v1 interceptor does, in every transport (connecthttp
-// in the Connect, gRPC and gRPC-Web protocols, and connectinprocess):
+// It behaves as the Shedder's gRPC interceptors do, in the Connect, gRPC
+// and gRPC-Web protocols:
 //
 //   - A call beyond the limit gets CodeUnavailable, wrapping
-//     [shed.ErrOverloaded], with the pushback as the response trailer
-//     grpc-retry-pushback-ms, which connectretry (both majors) and gRPC
-//     clients read; its handler never runs.
+//     [shed.ErrOverloaded], with the pushback in the error's metadata as
+//     grpc-retry-pushback-ms, which connectretry reads in every protocol;
+//     its handler never runs.
 //   - A handler's own failure with CodeUnavailable or
-//     CodeResourceExhausted and no pushback of its own (in the call's
-//     response header or trailer, or a google.rpc.RetryInfo detail) gets
-//     the Shedder's, and the limit learns nothing from it; call
+//     CodeResourceExhausted and no pushback of its own (in the error's
+//     metadata, the response trailer, or a google.rpc.RetryInfo detail)
+//     gets the Shedder's, on a copy of the error (a handler may return
+//     one error to every call), and the limit learns nothing from it; call
 //     [shed.ReportOverload] with the handler's context when the failure is
 //     this server's overload.
-//   - A handler's waits on its client (the stream's Receive and Send, the
-//     request message of a unary call included) hold no slot.
+//   - A streaming handler's waits on its client (Receive, Send) hold no
+//     slot.
 //   - Each procedure has a baseline latency of its own, and the peer is
-//     the host of the call's connect.CallInfo PeerAddr.
-//
-// One thing is v2's own: a handler that returns an error a peer sent it
-// (IsRemote, the failure of a backend it called) is passing on another
-// server's verdict, which connect's server transports send as
-// CodeInternal; it gets no pushback here, so that an overloaded backend's
-// pushback is not made this server's.
+//     the host of the request's Peer().Addr.
+//   - Client calls pass through.
 package connectshed
 
 import (
 	"context"
 	"errors"
+	"net/http"
 
-	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect"
 
 	"github.com/rebound-go/rebound/internal/shedhook"
 	"github.com/rebound-go/rebound/shed"
@@ -50,56 +47,20 @@ const pushbackHeader = "grpc-retry-pushback-ms"
 // "retry after" in an error's details.
 const retryInfoType = "google.rpc.RetryInfo"
 
-// Interceptor returns s's connect.ServerInterceptor for connect-go v2 (see
-// the package doc). It is safe for concurrent use.
-func Interceptor(s *shed.Shedder) connect.ServerInterceptor {
-	return func(next connect.ServerFunc) connect.ServerFunc {
-		return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) (err error) {
-			info, _ := connect.CallInfoForServerContext(ctx)
-			var addr string
-			if info != nil {
-				addr = info.PeerAddr
-			}
-			r, pb := shedhook.Admit(s, spec.Procedure, addr, ctx)
-			if r == nil {
-				if info != nil {
-					info.ResponseTrailer().Set(pushbackHeader, pb)
-				}
-				return connect.NewError(connect.CodeUnavailable, shed.ErrOverloaded.Error()).WithCause(shed.ErrOverloaded)
-			}
-			returned := false
-			defer func() {
-				if !returned {
-					r.End(int(shed.Failed))
-					return
-				}
-				end(ctx, r, info, err)
-			}()
-			err = next(r.Context(), spec, &waitingStream{stream, r})
-			returned = true
-			return err
-		}
-	}
+// Interceptor returns s's connect.Interceptor for connect-go v1 (see the
+// package doc). It is safe for concurrent use.
+func Interceptor(s *shed.Shedder) connect.Interceptor { return interceptor{s} }
+
+type interceptor struct{ s *shed.Shedder }
+
+func reject(pushback string) error {
+	e := connect.NewError(connect.CodeUnavailable, shed.ErrOverloaded)
+	e.Meta().Set(pushbackHeader, pushback)
+	return e
 }
 
-// end ends r, whose handler returned err within ctx: a sign of overload
-// without a pushback of its own gets the Shedder's, in the trailer.
-func end(ctx context.Context, r shedhook.Request, info *connect.CallInfo, err error) {
-	if err == nil && ctx.Err() == nil {
-		r.End(int(shed.Served))
-		return
-	}
-	var ce *connect.Error
-	if ctx.Err() == nil && errors.As(err, &ce) && !ce.IsRemote() && overloaded(ce) && info != nil &&
-		info.ResponseHeader().Get(pushbackHeader) == "" && info.ResponseTrailer().Get(pushbackHeader) == "" &&
-		!hasRetryInfo(ce) {
-		info.ResponseTrailer().Set(pushbackHeader, r.Refuse())
-	}
-	r.End(int(shed.Failed))
-}
-
-func overloaded(ce *connect.Error) bool {
-	switch ce.Code() {
+func overloaded(err error) bool {
+	switch connect.CodeOf(err) {
 	case connect.CodeUnavailable, connect.CodeResourceExhausted:
 		return true
 	}
@@ -108,28 +69,103 @@ func overloaded(ce *connect.Error) bool {
 
 func hasRetryInfo(ce *connect.Error) bool {
 	for _, d := range ce.Details() {
-		if d.Type == retryInfoType {
+		if d.Type() == retryInfoType {
 			return true
 		}
 	}
 	return false
 }
 
-// waitingStream is an admitted handler's stream: its waits for the
-// client's messages and for room to send are not the server's work.
-type waitingStream struct {
-	connect.ServerStream
+// end ends r, whose handler returned err within ctx, and returns the
+// error to send: a sign of overload without a pushback of its own gets
+// the Shedder's, on a copy.
+func end(ctx context.Context, r shedhook.Request, err error, trailer http.Header) error {
+	var ce *connect.Error
+	switch {
+	case err == nil && ctx.Err() == nil:
+		r.End(int(shed.Served))
+		return nil
+	case ctx.Err() == nil && overloaded(err) && errors.As(err, &ce) &&
+		ce.Meta().Get(pushbackHeader) == "" && trailer.Get(pushbackHeader) == "" && !hasRetryInfo(ce):
+		e := connect.NewError(ce.Code(), ce.Unwrap())
+		for _, d := range ce.Details() {
+			e.AddDetail(d)
+		}
+		for k, v := range ce.Meta() {
+			e.Meta()[k] = append([]string(nil), v...)
+		}
+		e.Meta().Set(pushbackHeader, r.Refuse())
+		err = e
+	}
+	r.End(int(shed.Failed))
+	return err
+}
+
+func (c interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (resp connect.AnyResponse, err error) {
+		if req.Spec().IsClient {
+			return next(ctx, req)
+		}
+		r, pb := shedhook.Admit(c.s, req.Spec().Procedure, req.Peer().Addr, ctx)
+		if r == nil {
+			return nil, reject(pb)
+		}
+		returned := false
+		defer func() {
+			if !returned {
+				r.End(int(shed.Failed))
+				return
+			}
+			if err = end(ctx, r, err, nil); err != nil {
+				resp = nil
+			}
+		}()
+		resp, err = next(r.Context(), req)
+		returned = true
+		return resp, err
+	}
+}
+
+func (c interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+// waitingConn is an admitted streaming handler's connection: its waits
+// for the client's messages and for room to send are not the server's
+// work.
+type waitingConn struct {
+	connect.StreamingHandlerConn
 	r shedhook.Request
 }
 
-func (w *waitingStream) Receive(m any) error {
+func (w *waitingConn) Receive(m any) error {
 	w.r.Wait()
 	defer w.r.Unwait()
-	return w.ServerStream.Receive(m)
+	return w.StreamingHandlerConn.Receive(m)
 }
 
-func (w *waitingStream) Send(m any) error {
+func (w *waitingConn) Send(m any) error {
 	w.r.Wait()
 	defer w.r.Unwait()
-	return w.ServerStream.Send(m)
+	return w.StreamingHandlerConn.Send(m)
+}
+
+func (c interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) (err error) {
+		r, pb := shedhook.Admit(c.s, conn.Spec().Procedure, conn.Peer().Addr, ctx)
+		if r == nil {
+			return reject(pb)
+		}
+		returned := false
+		defer func() {
+			if !returned {
+				r.End(int(shed.Failed))
+				return
+			}
+			err = end(ctx, r, err, conn.ResponseTrailer())
+		}()
+		err = next(r.Context(), &waitingConn{conn, r})
+		returned = true
+		return err
+	}
 }

@@ -2,20 +2,24 @@ package connectshed_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 
-	"connectrpc.com/connect/v2"
-	"connectrpc.com/connect/v2/connectinprocess"
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rebound-go/rebound/shed"
 	"github.com/rebound-go/rebound/shed/connectshed"
 )
 
-// A connect v2 server behind a Shedder whose limit is one call: while one
-// call is served, another is shed with CodeUnavailable and a pushback
-// trailer, which connectretry/v2 obeys.
+// A connect-go v1 server behind a Shedder whose limit is one call (a
+// real server starts from shed.DefaultConfig()): while one call is
+// served, another is shed with CodeUnavailable and the pushback in its
+// metadata, which connectretry obeys as grpcretry does.
 func ExampleInterceptor() {
 	c := shed.DefaultConfig()
 	c.InitialLimit, c.MinLimit, c.MaxLimit = 1, 1, 1
@@ -23,36 +27,31 @@ func ExampleInterceptor() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	server := connect.NewServer(connectshed.Interceptor(s))
 	entered, release := make(chan struct{}), make(chan struct{})
-	server.Register(connect.Method{Spec: greet, Handler: func(_ context.Context, _ connect.Spec, st connect.ServerStream) error {
-		var req wrapperspb.StringValue
-		if err := st.Receive(&req); err != nil {
-			return err
-		}
-		if req.GetValue() == "slow" {
-			close(entered)
-			<-release
-		}
-		return st.Send(wrapperspb.String("hello, " + req.GetValue()))
-	}})
-	client := connect.NewClient(connectinprocess.New(server))
+	const greet = "/acme.greet.v1.GreetService/Greet"
+	mux := http.NewServeMux()
+	mux.Handle(greet, connect.NewUnaryHandler(greet,
+		func(_ context.Context, req *connect.Request[wrapperspb.StringValue]) (*connect.Response[wrapperspb.StringValue], error) {
+			if req.Msg.GetValue() == "slow" {
+				close(entered)
+				<-release
+			}
+			return connect.NewResponse(wrapperspb.String("hello")), nil
+		}, connect.WithInterceptors(connectshed.Interceptor(s))))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](srv.Client(), srv.URL+greet)
 
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var res wrapperspb.StringValue
-		if err := client.CallUnary(context.Background(), greet, wrapperspb.String("slow"), &res); err != nil {
-			log.Print(err)
-		}
-	}()
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = client.CallUnary(context.Background(), connect.NewRequest(wrapperspb.String("slow"))) })
 	<-entered
-	ctx, info := connect.NewClientContext(context.Background())
-	var res wrapperspb.StringValue
-	err = client.CallUnary(ctx, greet, wrapperspb.String("rebound"), &res)
-	fmt.Println(connect.CodeOf(err), "with pushback:", info.ResponseTrailer().Get("Grpc-Retry-Pushback-Ms") != "")
+	_, err = client.CallUnary(context.Background(), connect.NewRequest(wrapperspb.String("second")))
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		fmt.Println(ce.Code(), "with pushback:", ce.Meta().Get("grpc-retry-pushback-ms") != "")
+	}
 	close(release)
-	<-done
+	wg.Wait()
 	st := s.Stats()
 	fmt.Println(st.Admitted, "admitted,", st.ShedRetry+st.ShedStop, "shed")
 	// Output:

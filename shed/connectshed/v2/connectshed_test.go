@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rebound-go/rebound/shed"
-	"github.com/rebound-go/rebound/shed/connectshed"
+	connectshed "github.com/rebound-go/rebound/shed/connectshed/v2"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
