@@ -97,6 +97,10 @@ func FleetScenario(p Protocol, shape Shape) Scenario {
 type Call struct {
 	// Start and End are its times from the start of the run.
 	Start, End time.Duration
+	// Late is how much later than its Poisson arrival a fleet client's
+	// call started: a machine too busy to run the clients on time starts
+	// them late, and in bunches.
+	Late time.Duration
 	Result
 }
 
@@ -209,20 +213,20 @@ func Run(ctx context.Context, sc Scenario) (*Report, error) {
 	start := time.Now()
 	runCtx, stop := context.WithTimeout(ctx, sc.Duration)
 	defer stop()
-	call := func(c *Caller) {
+	call := func(c *Caller, due time.Duration) {
 		began := time.Since(start)
 		cctx, cancel := context.WithTimeout(ctx, sc.Deadline)
 		r := c.Call(cctx, "")
 		cancel()
 		ended := time.Since(start)
 		mu.Lock()
-		calls = append(calls, Call{Start: began, End: ended, Result: r})
+		calls = append(calls, Call{Start: began, End: ended, Late: max(began-due, 0), Result: r})
 		mu.Unlock()
 	}
 	for _, c := range callers[:sc.Honest] {
 		wg.Go(func() {
 			for runCtx.Err() == nil {
-				call(c)
+				call(c, time.Since(start))
 			}
 		})
 	}
@@ -245,7 +249,8 @@ func Run(ctx context.Context, sc Scenario) (*Report, error) {
 						return
 					}
 				}
-				wg.Go(func() { call(c) })
+				due := next
+				wg.Go(func() { call(c, due) })
 				next += time.Duration(rnd.ExpFloat64() / sc.Rate * float64(time.Second))
 			}
 		})
@@ -407,6 +412,28 @@ func (r *Report) Goodput(from, to time.Duration) float64 {
 	return float64(n) / (to - from).Seconds()
 }
 
+// LateStart is how late a call may start before a test takes it as a
+// sign that the machine did not run the clients on time.
+const LateStart = 100 * time.Millisecond
+
+// LateShare is the share of the calls started in [from, to) that started
+// more than d after their arrival, 0 for none.
+func (r *Report) LateShare(from, to, d time.Duration) float64 {
+	n, late := 0, 0
+	for _, c := range r.Calls {
+		if c.Start >= from && c.Start < to {
+			n++
+			if c.Late > d {
+				late++
+			}
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(late) / float64(n)
+}
+
 // OutageAttempts is the attempts per call of the calls that started
 // during the outage.
 func (r *Report) OutageAttempts() float64 {
@@ -494,6 +521,9 @@ func (r *Report) Summary() string {
 	all := r.Started(0, sc.Duration)
 	s := fmt.Sprintf("%v, shedder %v: %d calls, %.1f%% shed, %.1f%% failed, goodput %.1f/s",
 		sc.Protocol, sc.Shed != nil, all.Calls, 100*all.ShedShare(), 100*float64(all.Failed)/float64(max(all.Calls, 1)), r.Goodput(0, sc.Duration))
+	if sc.Fleet > 0 {
+		s += fmt.Sprintf(", %.1f%% started over %v late", 100*r.LateShare(0, sc.Duration, LateStart), LateStart)
+	}
 	if sc.Outage.Shape != Healthy {
 		rec := "never"
 		if d, ok := r.Recovery(); ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -418,5 +419,28 @@ func TestHalfFailFast(t *testing.T) {
 		t.Logf("goodput not judged: %.0f%% of the calls made during the outage succeeded with the Shedder, %.0f%% with neither shedding nor retries", 100*g1, 100*g0)
 	case g1 < 0.8*g0:
 		t.Errorf("%.0f%% of the calls made during the outage succeeded with the Shedder, %.0f%% with neither shedding nor retries", 100*g1, 100*g0)
+	}
+}
+
+// LateShare counts the calls started in a span that started more than d
+// after their arrival; Summary quotes it for a fleet.
+func TestLateShare(t *testing.T) {
+	r := &Report{Scenario: Scenario{Fleet: 1, Duration: time.Second}, Calls: []Call{
+		{Start: 100 * time.Millisecond},
+		{Start: 200 * time.Millisecond, Late: LateStart},
+		{Start: 300 * time.Millisecond, Late: LateStart + 1},
+		{Start: 900 * time.Millisecond, Late: time.Second},
+	}}
+	if got := r.LateShare(0, 500*time.Millisecond, LateStart); got != 1.0/3 {
+		t.Errorf("LateShare = %v, want 1/3", got)
+	}
+	if got := r.LateShare(0, time.Second, LateStart); got != 0.5 {
+		t.Errorf("LateShare = %v, want 1/2", got)
+	}
+	if got := r.LateShare(time.Second, 2*time.Second, LateStart); got != 0 {
+		t.Errorf("LateShare of no calls = %v, want 0", got)
+	}
+	if s := r.Summary(); !strings.Contains(s, "50.0% started over 100ms late") {
+		t.Errorf("Summary %q lacks the late share", s)
 	}
 }
