@@ -127,7 +127,9 @@ func (c comparison) reports(t *testing.T) (without, with, other *Report) {
 // during the attack, the machine could not carry the attacker's calls
 // beside the honest ones (the race detector multiplies their cost): the
 // server was overloaded, the Shedder rightly sheds, and only the goodput
-// is judged.
+// is judged. When the runs beside it made fewer than 100 honest calls,
+// the machine did not carry even the honest load, and the goodput, of a
+// few dozen calls, is noise: only the share shed is judged.
 func checkAttack(t *testing.T, sc Scenario) {
 	t.Helper()
 	start, end, run := attackTimes(t)
@@ -146,7 +148,14 @@ func checkAttack(t *testing.T, sc Scenario) {
 	if overloaded {
 		t.Logf("without the Shedder the service took %v during the attack, more than 1.5 times its work: the share shed is not judged", without.ServiceLatency(start, end))
 	}
-	if got.Calls == 0 || !overloaded && got.ShedShare() > max(0.10, calm.ShedShare()+0.10) || g1 < 0.8*min(g0, gc) {
+	// A goodput of a few dozen calls is noise: the runs beside it must
+	// have carried at least 100 honest calls (16 clients make about 600
+	// in the -short attack's 2s on a machine that carries them).
+	few := min(bare.Calls, calm.Calls) < 100
+	if few {
+		t.Logf("the runs beside it made %d and %d honest calls from the attack on, fewer than 100: the machine did not carry the honest load, and the goodput is not judged", bare.Calls, calm.Calls)
+	}
+	if got.Calls == 0 || !overloaded && got.ShedShare() > max(0.10, calm.ShedShare()+0.10) || !few && g1 < 0.8*min(g0, gc) {
 		t.Errorf("%v: with the Shedder, %.1f%% of the honest calls shed and goodput %.1f/s, against %.1f/s without it (%.1f%% shed and %.1f/s without the attack): want at most 10%% more and at least 80%%",
 			sc.Protocol, 100*got.ShedShare(), g1, g0, 100*calm.ShedShare(), gc)
 	}
