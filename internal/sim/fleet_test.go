@@ -101,6 +101,15 @@ func TestFleet(t *testing.T) {
 	if median := during[len(during)/2]; before < workers || median > workers {
 		t.Errorf("capacity halved: limit %v before the outage, a median of %v in it; %v workers when healthy", before, median, workers)
 	}
+	// The shedder in every row, as the tables quote it: at most 1.1x,
+	// and the requests arriving succeed as often as before within 2s.
+	for i, r := range reports {
+		res := r.Results[Shed]
+		if res.OutageAmplification > 1.1 || !res.Recovered || res.Recovery > 2*time.Second {
+			t.Errorf("%s, shed: %.2fx, recovery %v (recovered %v); want at most 1.1x and within 2s",
+				FleetScenarios[i].Name, res.OutageAmplification, res.Recovery, res.Recovered)
+		}
+	}
 	// Issue 29's attackers: beside the honest clients, one client's fast
 	// calls or slow clients' streams cost the honest clients nothing
 	// with the shedder, as without it: none of their attempts is shed.
