@@ -388,6 +388,9 @@ type major struct {
 	// dialInject is dial with an interceptor after i that sends each
 	// attempt's trace context, as otelconnect does.
 	dialInject func(t testing.TB, s *server, p protocol, i interceptor) clients
+	// dialHooked is dial with an interceptor after i that runs h on each
+	// attempt's stream.
+	dialHooked func(t testing.TB, s *server, p protocol, i interceptor, h hooks) clients
 	// codeOf returns the code of err, as the major's connect.CodeOf.
 	codeOf func(err error) code
 	// remote reports whether err carries a server's verdict: v1's
@@ -400,6 +403,15 @@ type major struct {
 	// countAttempts and override are the front door's own functions.
 	countAttempts func(ctx context.Context, n *int) context.Context
 	override      func(ctx context.Context, o rebound.Override) context.Context
+}
+
+// hooks are what an interceptor of the application's, installed after
+// rebound's, does on each attempt of a streaming call: send runs before
+// each message the attempt sends, closed as its stream is closed (v1's
+// CloseResponse, v2's Close). Each is given the attempt's
+// grpc-previous-rpc-attempts ("" for the first); either may be nil.
+type hooks struct {
+	send, closed func(previous string)
 }
 
 // majors are the two front doors (see major_v1_test.go and
