@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -363,6 +365,56 @@ func TestPanicInInterceptorAbortingHedge(t *testing.T) {
 			}
 		})
 		carried(t, v, "panicInInterceptor")
+		if v := raised(func() { _ = st.Close() }); v != nil {
+			t.Fatalf("Close after the panic panicked: %v", v)
+		}
+		select {
+		case <-canceled:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the straggler was not cancelled")
+		}
+	})
+}
+
+func panicInMeter() { panic(errBoom) }
+
+// panicMeterProvider is a meter of the application's whose histograms of
+// counts panic as they record.
+type panicMeterProvider struct{ noop.MeterProvider }
+
+func (panicMeterProvider) Meter(string, ...metric.MeterOption) metric.Meter { return panicMeter{} }
+
+type panicMeter struct{ noop.Meter }
+
+func (panicMeter) Int64Histogram(string, ...metric.Int64HistogramOption) (metric.Int64Histogram, error) {
+	return panicHistogram{}, nil
+}
+
+type panicHistogram struct{ noop.Int64Histogram }
+
+func (panicHistogram) Record(context.Context, int64, ...metric.RecordOption) { panicInMeter() }
+
+// TestPanicInMeterOfHedgedStream: a meter that panics as a hedged stream's
+// race records the call (its hedges), on a goroutine of the call, does not
+// end the process: the caller's Receive raises it, the straggling first
+// attempt is cancelled, and the stream then closes as usual.
+func TestPanicInMeterOfHedgedStream(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		started, canceled := make(chan struct{}), make(chan struct{})
+		s := e.start(t, straggler(started, canceled))
+		c, clk := e.dialManual(t, s, hedgeConfig(t, 3, "0.1s", `"UNAVAILABLE"`, ""), withMeterProvider(panicMeterProvider{}))
+		st, err := c.open(context.Background(), serverStream, "m", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			<-started
+			if clk.WaitPending(1) {
+				clk.Advance(100 * time.Millisecond)
+			}
+		}()
+		v := raised(func() { _, _ = st.Receive() })
+		carried(t, v, "panicInMeter")
 		if v := raised(func() { _ = st.Close() }); v != nil {
 			t.Fatalf("Close after the panic panicked: %v", v)
 		}
