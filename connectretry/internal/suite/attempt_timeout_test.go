@@ -36,7 +36,10 @@ func hangFirstUnary(n int, deadlines chan<- time.Duration) handlers {
 			if dl, ok := in.ctx.Deadline(); ok {
 				left = time.Until(dl)
 			}
-			deadlines <- left
+			select {
+			case deadlines <- left:
+			default: // an attempt more than the test counts: it fails on the count, not here
+			}
 		}
 		if in.n <= n {
 			<-in.ctx.Done()
