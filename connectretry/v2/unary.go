@@ -106,6 +106,9 @@ func (us *unaryStream) Receive(res any) error {
 		return io.EOF
 	}
 	us.rxEnd, us.res = true, res
+	// Also as a callback's panic unwinds the call (see package gopanic):
+	// the method timeout is released.
+	defer us.end()
 	var err error
 	switch us.u.Mode() {
 	case engine.ModeOnce:
@@ -115,7 +118,6 @@ func (us *unaryStream) Receive(res any) error {
 	case engine.ModeHedge:
 		err = us.hedge()
 	}
-	us.end()
 	return err
 }
 

@@ -13,10 +13,12 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/gopanic"
 	"github.com/rebound-go/rebound/internal/msglog"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/internal/perattempt"
 	"github.com/rebound-go/rebound/internal/ratelimit"
+	"github.com/rebound-go/rebound/serviceconfig"
 )
 
 // whyOverflow is why a stream committed when a message would overflow its
@@ -147,6 +149,12 @@ type Stream struct {
 	// ends (see abandoned); stopAbandon unregisters abandoned.
 	phase       atomic.Int32
 	stopAbandon func() bool
+
+	// panicked is the first panic of a callback on a goroutine of the
+	// call, for the application's next call on the stream to raise, once
+	// (raised); see crashed.
+	panicked atomic.Pointer[gopanic.Panic]
+	raised   atomic.Bool
 }
 
 // attempt is one attempt of a Stream.
@@ -312,7 +320,7 @@ func (i *Interceptor) OpenStream(sp *StreamPlan, procedure string, o Opener) (*S
 	if s.span != nil {
 		// A caller may walk away from the stream, its context ended,
 		// without reading it to the end or closing it.
-		s.stopAbandon = context.AfterFunc(s.ctx, s.abandoned)
+		s.stopAbandon = context.AfterFunc(s.ctx, s.abandonedOff)
 	}
 	return s, nil
 }
@@ -394,6 +402,7 @@ func (s *Stream) current() *attempt {
 // could no longer take: the next attempt is sent it, and if none follows,
 // Receive tells the call's end.
 func (s *Stream) Send(msg any) error {
+	s.raise()
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	if s.hedged {
@@ -447,6 +456,7 @@ func (s *Stream) freeLocked() {
 // without a message, and those of every attempt that follows as it opens.
 // It does nothing for a Conn that is not a [HeaderSender].
 func (s *Stream) SendHeaders() error {
+	s.raise()
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	s.headers = true
@@ -474,6 +484,7 @@ func (s *Stream) SendHeaders() error {
 // CloseSend closes the request side of the attempt in flight, and of
 // every attempt that follows.
 func (s *Stream) CloseSend() error {
+	s.raise()
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	s.closed = true
@@ -509,6 +520,13 @@ func (s *Stream) cut(a *attempt) bool {
 // retry loop, until a response message arrives or the response ends
 // cleanly; later ones read the attempt the call committed to.
 func (s *Stream) Receive(msg any) error {
+	s.raise()
+	err := s.receive(msg)
+	s.raise() // a panic on a goroutine of the call that ended the loop
+	return err
+}
+
+func (s *Stream) receive(msg any) error {
 	if s.looped.Load() {
 		if s.err != nil {
 			return s.err
@@ -587,7 +605,11 @@ func (s *Stream) endLoop() {
 // the application read its response headers or trailer, or a message
 // could not be kept. Before the first Receive it records the call, made
 // once; while the retry loop runs, the attempt in flight is the last.
-func (s *Stream) Commit(why string) { s.commit(why, false) }
+func (s *Stream) Commit(why string) {
+	s.raise()
+	s.commit(why, false)
+	s.raise() // a panic of a hedged stream's race, which commit waited for
+}
 
 // commit is Commit; sendLocked says the caller holds sendMu.
 func (s *Stream) commit(why string, sendLocked bool) {
@@ -689,7 +711,7 @@ func (s *Stream) attempt(msg any) error {
 		// The replay ends with the attempt; it may have ended it.
 		if rerr := <-replayed; rerr != nil {
 			ae := &a6.Failure{Err: rerr} // the client's: not retryable
-			if s.cut(a) {
+			if s.cut(a) && s.panicked.Load() == nil {
 				ae = s.i.timeoutError(s.p.timeout)
 				s.tr.TimedOut()
 				a.v.Release()
@@ -741,12 +763,15 @@ func (s *Stream) replay(a *attempt) <-chan error {
 	s.cur = a
 	s.mu.Unlock()
 	go func() {
-		err := s.replayLocked(a)
-		s.sendMu.Unlock()
-		if err != nil {
-			a.conn.Abort()
-		}
-		done <- err
+		err := s.crashedError() // unless the replay returns
+		defer func() {
+			s.sendMu.Unlock()
+			if err != nil {
+				gopanic.Run(a.abort, s.crashed)
+			}
+			done <- err
+		}()
+		gopanic.Run(func() { err = s.replayLocked(a) }, s.crashed)
 	}()
 	return done
 }
@@ -808,6 +833,17 @@ func (s *Stream) endSpans(err error) {
 	s.i.endCall(s.span, err)
 }
 
+// abandonedOff is abandoned on the goroutine of the context's end, where a
+// panic of the tracer's would end the process: the application's next
+// call on the stream raises it instead. The call's span ends still if
+// the attempt's was what panicked.
+func (s *Stream) abandonedOff() {
+	gopanic.Run(s.abandoned, func(p *gopanic.Panic) {
+		s.crashed(p)
+		gopanic.Run(func() { s.i.endCall(s.span, s.i.contextError(s.ctx)) }, func(*gopanic.Panic) {})
+	})
+}
+
 // abandoned ends the spans of a traced call whose context ended, unless
 // the retry loop is running (it ends them, with the reason it stopped).
 // Ending a span twice does nothing, so it may race with the call's own
@@ -834,8 +870,10 @@ func (s *Stream) traceCommitted() {
 
 // CloseResponse closes the response side of the attempt the call
 // committed to, committing it if it has not, and releases the call's
-// timers and buffer.
+// timers and buffer. A panic on a goroutine of the call not yet raised is
+// raised once all that is done.
 func (s *Stream) CloseResponse() error {
+	defer s.raise()
 	if s.hedged {
 		s.sendMu.Lock()
 		r := s.race
@@ -852,7 +890,7 @@ func (s *Stream) CloseResponse() error {
 		}
 	}
 	if !s.looped.Swap(true) {
-		s.Commit("")
+		s.commit("", false)
 	}
 	// Closed by the caller: whatever it had read is the call's result.
 	s.ended(io.EOF)
@@ -868,6 +906,32 @@ func (s *Stream) CloseResponse() error {
 	s.freeLocked()
 	s.sendMu.Unlock()
 	return err
+}
+
+// crashed keeps p, a panic of a callback of the application's (the
+// classifier, a logger, a tracer, the meter, an interceptor after
+// rebound's) on a goroutine of the call, where it would end the process:
+// the goroutine ends the call's work instead, and the application's next
+// call on the stream raises p, as errgroup does (see package gopanic). The
+// first panic is the one raised.
+func (s *Stream) crashed(p *gopanic.Panic) { s.panicked.CompareAndSwap(nil, p) }
+
+// raise raises, on the application's goroutine, the panic crashed kept,
+// once: the calls after it fail with the call's error.
+func (s *Stream) raise() {
+	if p := s.panicked.Load(); p != nil && s.raised.CompareAndSwap(false, true) {
+		p.Raise()
+	}
+}
+
+// errCrashed is the cause of the error of a call that a panic on one of
+// its goroutines ended, for the calls on the stream after the panic.
+var errCrashed = errors.New("connectretry: a callback panicked on a goroutine of the call")
+
+// crashedError is the error of an attempt or a call that a panic on a
+// goroutine of the call ended.
+func (s *Stream) crashedError() error {
+	return s.i.major.Error(serviceconfig.Internal, errCrashed)
 }
 
 // Attempts returns the number of attempts made so far.

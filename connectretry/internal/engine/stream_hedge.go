@@ -10,6 +10,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/gopanic"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
@@ -48,6 +49,13 @@ type hedgeRace struct {
 	// during the race: the first attempt wins at once.
 	forced     chan struct{}
 	forcedOnce sync.Once
+
+	// mu guards the attempts of the race, the first included, which the
+	// race ends with it; taken says the first has been given to the
+	// machinery.
+	mu       sync.Mutex
+	attempts []*attempt
+	taken    bool
 }
 
 // hedgeWon is what a hedged attempt that won brings: its message, or the
@@ -117,7 +125,7 @@ func (s *Stream) commitHedged(why string, sendLocked bool) {
 // complete. Called with sendMu held.
 func (s *Stream) startRaceLocked() {
 	ctx, cancel := context.WithCancel(s.ctx)
-	r := &hedgeRace{cancel: cancel, done: make(chan struct{}), ready: make(chan struct{}), forced: make(chan struct{})}
+	r := &hedgeRace{cancel: cancel, done: make(chan struct{}), ready: make(chan struct{}), forced: make(chan struct{}), attempts: []*attempt{&s.first}}
 	s.race = r
 	s.flushed.Store(true) // every attempt of the race is sent the request
 	pe := s.i.policyFor(s.t, s.p)
@@ -133,29 +141,43 @@ func (s *Stream) startRaceLocked() {
 	go s.runRace(ctx, pe.hedge, r)
 }
 
-// runRace runs the hedge machinery, and records the call.
+// runRace runs the hedge machinery, and records the call. It runs on a
+// goroutine of its own, where a panic of a callback of the application's
+// (the classifier, the budget, a logger, a tracer, the meter, an
+// interceptor after rebound's) would end the process: the race ends the
+// call instead, and the application's calls raise the panic (see
+// Stream.crashed).
 func (s *Stream) runRace(ctx context.Context, hd *rebound.Hedger, r *hedgeRace) {
 	defer close(r.done)
+	gopanic.Run(func() {
+		if !s.runHedges(ctx, hd, r) {
+			s.raceCrashed(r)
+		}
+	}, func(p *gopanic.Panic) {
+		s.crashed(p)
+		s.raceCrashed(r)
+	})
+}
+
+// runHedges runs the race, and reports whether it ended without a panic on
+// one of its goroutines.
+func (s *Stream) runHedges(ctx context.Context, hd *rebound.Hedger, r *hedgeRace) bool {
 	s.mu.Lock()
 	s.looping = true
 	s.mu.Unlock()
 	if s.span != nil {
 		s.phase.CompareAndSwap(phaseOpen, phaseRetrying)
 	}
-	var (
-		tr    observe.Tracker
-		mu    sync.Mutex
-		taken bool
-	)
+	var tr observe.Tracker
 	first := &s.first
 	op := func(hctx context.Context, n int) (hedgeWon, error) {
 		tr.Start(time.Time{})
 		var a *attempt
-		mu.Lock()
-		if n == 1 && !taken {
-			taken, a = true, first
+		r.mu.Lock()
+		if n == 1 && !r.taken {
+			r.taken, a = true, first
 		}
-		mu.Unlock()
+		r.mu.Unlock()
 		if a == nil {
 			a = new(attempt)
 			if _, err := s.openHedge(a, n); err != nil {
@@ -163,14 +185,27 @@ func (s *Stream) runRace(ctx context.Context, hd *rebound.Hedger, r *hedgeRace) 
 				// would fail the same way.
 				return hedgeWon{}, s.hedgeFailed(&tr, a, &a6.Failure{Err: err})
 			}
+			r.mu.Lock()
+			r.attempts = append(r.attempts, a)
+			r.mu.Unlock()
 			s.admit(a)
 		}
+		s.replayHedge(a)
 		// Attempts run on the call's context, not on hctx, which the
 		// machinery cancels as the race ends, the winner's included: the
-		// winner's stream goes on. hctx cancels an attempt while it races.
-		stop := context.AfterFunc(hctx, a.abort)
-		defer stop()
-		s.replayHedge(a)
+		// winner's stream goes on. hctx cancels an attempt while it
+		// races; the abort, which closes its stream through the
+		// interceptors after rebound's, is over when the op returns.
+		aborted := make(chan struct{})
+		stop := context.AfterFunc(hctx, func() {
+			defer close(aborted)
+			gopanic.Run(a.abortHedge, s.crashed)
+		})
+		defer func() {
+			if !stop() {
+				<-aborted
+			}
+		}()
 		select {
 		case <-r.ready:
 		case <-r.forced:
@@ -225,14 +260,18 @@ func (s *Stream) runRace(ctx context.Context, hd *rebound.Hedger, r *hedgeRace) 
 		call = observe.Traced[hedgeWon](&d, s.span)
 	}
 	w, err := call.Hedge(ctx, hd, op)
-	if !taken {
+	r.mu.Lock()
+	if !r.taken {
 		// The machinery ended before it made its first attempt.
+		r.taken = true
 		first.abort()
 	}
-	if err == nil && w.a.replayDone != nil {
-		// The winner is sent the rest of the request before the log is
-		// freed.
-		<-w.a.replayDone
+	r.mu.Unlock()
+	// Every hedge's request is sent, or its sending given up, before the
+	// log is freed: the winner's in full.
+	r.waitReplays()
+	if s.panicked.Load() != nil {
+		return false // a replay's, or an abort's
 	}
 	// Hedge has waited for every attempt: tr is complete.
 	s.mu.Lock()
@@ -253,10 +292,59 @@ func (s *Stream) runRace(ctx context.Context, hd *rebound.Hedger, r *hedgeRace) 
 	if err != nil {
 		r.err = s.i.giveUp(s.ctx, err)
 		s.endSpans(r.err)
-		return
+		return true
 	}
 	s.i.rec.Log(s.ctx, "rebound: committed", s.procedure, s.t.name, slog.Int("attempt", w.a.n), slog.String("why", whyResponse))
 	s.traceCommitted()
+	return true
+}
+
+// abortHedge ends hedged attempt a: its context first, which ends a send
+// of its replay in progress, then, once the replay is over, its stream
+// (connect's streams must not be closed while a message is being sent).
+func (a *attempt) abortHedge() {
+	if a.cancel != nil {
+		a.cancel()
+	}
+	if a.replayDone != nil {
+		<-a.replayDone
+	}
+	a.conn.Abort()
+}
+
+// waitReplays waits for the replays of the race's hedges to end.
+func (r *hedgeRace) waitReplays() {
+	r.mu.Lock()
+	as := r.attempts
+	r.mu.Unlock()
+	for _, a := range as {
+		if a.replayDone != nil {
+			<-a.replayDone
+		}
+	}
+}
+
+// raceCrashed ends the call of a race that a panic on one of its
+// goroutines ended: every attempt is aborted and its replay waited for,
+// and the call fails. A callback that panics again meanwhile is not heard:
+// the first panic is the one the application's goroutine raises.
+func (s *Stream) raceCrashed(r *hedgeRace) {
+	r.err = s.crashedError()
+	gopanic.Run(func() {
+		r.mu.Lock()
+		r.taken = true // a first attempt not taken yet is the machinery's no more
+		as := r.attempts
+		r.mu.Unlock()
+		for _, a := range as {
+			gopanic.Run(a.abortHedge, s.crashed)
+		}
+		r.waitReplays()
+		s.endLoop()
+		s.sendMu.Lock()
+		s.freeLocked()
+		s.sendMu.Unlock()
+		s.endSpans(r.err)
+	}, func(*gopanic.Panic) {})
 }
 
 // receiveHedged is the first Receive of a hedged stream: it waits for the
@@ -336,10 +424,14 @@ func (s *Stream) openHedge(a *attempt, n int) (string, error) {
 func (s *Stream) replayHedge(a *attempt) {
 	a.replayDone = make(chan struct{})
 	go func() {
-		defer close(a.replayDone)
-		if a.replayErr = s.sendAll(a); a.replayErr != nil {
-			a.conn.Abort()
-		}
+		a.replayErr = s.crashedError() // unless sendAll returns
+		defer func() {
+			if a.replayErr != nil {
+				gopanic.Run(a.abort, s.crashed)
+			}
+			close(a.replayDone)
+		}()
+		gopanic.Run(func() { a.replayErr = s.sendAll(a) }, s.crashed)
 	}()
 }
 

@@ -19,8 +19,9 @@ const attemptTimeout = 100 * time.Millisecond
 
 // countedTimeout is the per-attempt timeout of the tests that count the
 // attempts a server sees while some hang: each hung attempt takes that
-// long, so their subtests run in parallel. It is long because an attempt
-// that answers must beat it on a loaded machine, under -race: there, on
+// long, so these tests and their subtests run in parallel (see
+// TestMain). It is long because an attempt that answers must beat it on
+// a loaded machine, under -race: there, on
 // 2 CPUs with eight CPU-bound processes and other test binaries, a
 // server stream's first message took up to 270ms, one call at a time.
 const countedTimeout = time.Second
@@ -35,7 +36,10 @@ func hangFirstUnary(n int, deadlines chan<- time.Duration) handlers {
 			if dl, ok := in.ctx.Deadline(); ok {
 				left = time.Until(dl)
 			}
-			deadlines <- left
+			select {
+			case deadlines <- left:
+			default: // an attempt more than the test counts: it fails on the count, not here
+			}
 		}
 		if in.n <= n {
 			<-in.ctx.Done()
@@ -46,6 +50,7 @@ func hangFirstUnary(n int, deadlines chan<- time.Duration) handlers {
 }
 
 func TestPerAttemptTimeoutUnary(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, e env) {
 		t.Parallel()
 		deadlines := make(chan time.Duration, 2)
@@ -151,6 +156,7 @@ func messages(t *testing.T, st stream) string {
 // hangs is cut and answered by its second, and a stream keeps the call's
 // deadline on the wire (here none), not its attempt's.
 func TestPerAttemptTimeoutServerStream(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, e env) {
 		t.Parallel()
 		s := e.start(t, streamHangFirst(1))
@@ -198,6 +204,7 @@ func firstThenQuiet() handlers {
 // TestPerAttemptTimeoutNeverCutsCommittedStream: the first message
 // commits a stream; however long the next takes, it is not cut.
 func TestPerAttemptTimeoutNeverCutsCommittedStream(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, e env) {
 		t.Parallel()
 		s := e.start(t, firstThenQuiet())
@@ -242,6 +249,7 @@ func headersThenQuiet() handlers {
 // interceptor only through Receive, so there the timer runs until the
 // first message, and every attempt of such a stream is cut.
 func TestPerAttemptTimeoutHeaders(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, e env) {
 		t.Parallel()
 		s := e.start(t, headersThenQuiet())
@@ -268,6 +276,7 @@ func TestPerAttemptTimeoutHeaders(t *testing.T) {
 // that reads a stream's response headers commits it: it is never cut
 // after, however long its first message takes.
 func TestPerAttemptTimeoutHeaderReadCommits(t *testing.T) {
+	t.Parallel()
 	e := env{v1, grpcH2C}
 	s := e.start(t, headersThenQuiet())
 	warm(t, e, s, e.p, unary)
@@ -286,24 +295,24 @@ func TestPerAttemptTimeoutHeaderReadCommits(t *testing.T) {
 
 // overEveryTransport runs f for each major in each protocol over each
 // transport it runs on: HTTP/1.1 (not gRPC), HTTP/2 with TLS, h2c, and,
-// for v2, in process. The subtests run in parallel, since each waits out
-// per-attempt timeouts.
+// for v2, in process (over one of them with -short; see shortMatrix). The
+// subtests run in parallel, since each waits out per-attempt timeouts.
 func overEveryTransport(t *testing.T, f func(t *testing.T, e env)) {
 	for _, m := range majors {
+		var ps []protocol
 		for _, name := range []string{"connect", "grpc", "grpcweb"} {
 			for _, tr := range []transport{overHTTP1, overH2, overH2C} {
 				if name == "grpc" && tr == overHTTP1 {
 					continue // gRPC needs HTTP/2
 				}
-				e := env{m, protocol{name, tr}}
-				t.Run(e.String(), func(t *testing.T) {
-					t.Parallel()
-					f(t, e)
-				})
+				ps = append(ps, protocol{name, tr})
 			}
 		}
 		if slices.Contains(m.protocols, inprocess) {
-			e := env{m, inprocess}
+			ps = append(ps, inprocess)
+		}
+		for _, p := range shortMatrix(t, m, ps) {
+			e := env{m, p}
 			t.Run(e.String(), func(t *testing.T) {
 				t.Parallel()
 				f(t, e)
@@ -317,6 +326,7 @@ func overEveryTransport(t *testing.T, f func(t *testing.T, e env)) {
 // first, and answered by the third, in every protocol over every
 // transport.
 func TestPerAttemptTimeoutServerStreamRetries(t *testing.T) {
+	t.Parallel()
 	overEveryTransport(t, func(t *testing.T, e env) {
 		s := e.start(t, streamHangFirst(2))
 		warm(t, e, s, e.p, unary)
@@ -342,9 +352,11 @@ func TestPerAttemptTimeoutServerStreamRetries(t *testing.T) {
 // every protocol over every transport, for short timeouts too (which may
 // cut an attempt before it reaches the server, or while it connects).
 func TestPerAttemptTimeoutServerStreamEveryAttemptHangs(t *testing.T) {
+	t.Parallel()
 	const maxAttempts = 5
 	for _, timeout := range []time.Duration{20 * time.Millisecond, attemptTimeout} {
 		t.Run(timeout.String(), func(t *testing.T) {
+			t.Parallel()
 			overEveryTransport(t, func(t *testing.T, e env) {
 				s := e.start(t, streamHangFirst(1<<30))
 				warm(t, e, s, e.p, unary)
@@ -399,9 +411,11 @@ func answerBeforeDeadline(c code) handlers {
 // retried, and the call ends DEADLINE_EXCEEDED with ErrAttemptTimeout
 // after maxAttempts, in every protocol.
 func TestPerAttemptTimeoutUnaryServerAnswersFirst(t *testing.T) {
+	t.Parallel()
 	const maxAttempts = 3
 	for _, c := range []code{serviceconfig.Cancelled, serviceconfig.Unavailable, serviceconfig.DeadlineExceeded} {
 		t.Run(codeName(c), func(t *testing.T) {
+			t.Parallel()
 			each(t, func(t *testing.T, e env) {
 				t.Parallel()
 				s := e.start(t, answerBeforeDeadline(c))

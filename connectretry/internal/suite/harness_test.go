@@ -7,12 +7,16 @@ package suite
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +29,22 @@ import (
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The tests that run in parallel wait out per-attempt timeouts on the
+	// real clock: they wait, they hardly compute. testing runs GOMAXPROCS
+	// of them at once by default (2 on a small CI runner, so that -short
+	// took a minute and a half); unless -parallel says otherwise, run four
+	// per CPU. Not all at once: they start together, and their servers'
+	// first calls (TLS handshakes under -race) would then crowd the CPUs
+	// just as the first attempts must answer within their timeout.
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0)))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // The test service, written by hand: its messages are protobuf well-known
 // types (google.protobuf.StringValue), which both majors' default codecs
@@ -388,6 +407,9 @@ type major struct {
 	// dialInject is dial with an interceptor after i that sends each
 	// attempt's trace context, as otelconnect does.
 	dialInject func(t testing.TB, s *server, p protocol, i interceptor) clients
+	// dialHooked is dial with an interceptor after i that runs h on each
+	// attempt's stream.
+	dialHooked func(t testing.TB, s *server, p protocol, i interceptor, h hooks) clients
 	// codeOf returns the code of err, as the major's connect.CodeOf.
 	codeOf func(err error) code
 	// remote reports whether err carries a server's verdict: v1's
@@ -400,6 +422,15 @@ type major struct {
 	// countAttempts and override are the front door's own functions.
 	countAttempts func(ctx context.Context, n *int) context.Context
 	override      func(ctx context.Context, o rebound.Override) context.Context
+}
+
+// hooks are what an interceptor of the application's, installed after
+// rebound's, does on each attempt of a streaming call: send runs before
+// each message the attempt sends, closed as its stream is closed (v1's
+// CloseResponse, v2's Close). Each is given the attempt's
+// grpc-previous-rpc-attempts ("" for the first); either may be nil.
+type hooks struct {
+	send, closed func(previous string)
 }
 
 // majors are the two front doors (see major_v1_test.go and
@@ -471,15 +502,47 @@ func (e env) dialWith(t testing.TB, s *server, cfg *serviceconfig.Config, opts .
 	return e.major.dialWith(t, s, e.p, cfg, opts...)
 }
 
-// each runs f as a subtest for each major in each of its protocols.
+// each runs f as a subtest for each major in each of its protocols (in
+// one of them with -short; see shortMatrix).
 func each(t *testing.T, f func(t *testing.T, e env)) {
 	t.Helper()
 	for _, m := range majors {
-		for _, p := range m.protocols {
+		for _, p := range shortMatrix(t, m, m.protocols) {
 			e := env{m, p}
 			t.Run(e.String(), func(t *testing.T) { f(t, e) })
 		}
 	}
+}
+
+// eachOnce is each for a behaviour of the engine alone that takes
+// seconds: with -short, it runs in one major in one protocol.
+func eachOnce(t *testing.T, f func(t *testing.T, e env)) {
+	t.Helper()
+	for _, m := range shortMatrix(t, nil, majors) {
+		for _, p := range shortMatrix(t, m, m.protocols) {
+			e := env{m, p}
+			t.Run(e.String(), func(t *testing.T) { f(t, e) })
+		}
+	}
+}
+
+// shortMatrix returns the protocols of ps that a test runs m in (or the
+// majors, for a nil m): all of them, or with -short one, so that the suite stays quick to run while
+// working (go test -race -short ./connectretry/...) and still shows every
+// behaviour for both majors. The one is chosen from the test's name and
+// the major's, so that across the suite every protocol and transport runs
+// in -short too; the full matrix runs without it, as CI does.
+func shortMatrix[P any](t *testing.T, m *major, ps []P) []P {
+	if !testing.Short() || len(ps) <= 1 {
+		return ps
+	}
+	h := fnv.New32a()
+	_, _ = io.WriteString(h, t.Name())
+	if m != nil {
+		_, _ = io.WriteString(h, "/"+m.name)
+	}
+	k := int(h.Sum32() % uint32(len(ps)))
+	return ps[k : k+1]
 }
 
 // eachMajor runs f as a subtest for each major in one protocol, p, or in

@@ -32,6 +32,9 @@ var v1 = &major{
 	dialInject: func(t testing.TB, s *server, p protocol, i interceptor) clients {
 		return dialV1(t, s, p, i, injectV1{})
 	},
+	dialHooked: func(t testing.TB, s *server, p protocol, i interceptor, h hooks) clients {
+		return dialV1(t, s, p, i, hookV1(h))
+	},
 	codeOf: func(err error) code {
 		return code(connect.CodeOf(err))
 	},
@@ -280,4 +283,45 @@ func (injectV1) WrapStreamingClient(next connect.StreamingClientFunc) connect.St
 
 func (injectV1) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
+}
+
+// hookV1 runs hooks on the streams of each attempt, after rebound's
+// interceptor.
+type hookV1 hooks
+
+func (hookV1) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc { return next }
+
+func (h hookV1) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		return &hookedConnV1{StreamingClientConn: next(ctx, spec), h: hooks(h)}
+	}
+}
+
+func (hookV1) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// hookedConnV1 is an attempt's stream; its request header gets the
+// attempts header once rebound has opened it.
+type hookedConnV1 struct {
+	connect.StreamingClientConn
+	h hooks
+}
+
+func (c *hookedConnV1) previous() string {
+	return c.RequestHeader().Get("Grpc-Previous-Rpc-Attempts")
+}
+
+func (c *hookedConnV1) Send(m any) error {
+	if c.h.send != nil {
+		c.h.send(c.previous())
+	}
+	return c.StreamingClientConn.Send(m)
+}
+
+func (c *hookedConnV1) CloseResponse() error {
+	if c.h.closed != nil {
+		c.h.closed(c.previous())
+	}
+	return c.StreamingClientConn.CloseResponse()
 }

@@ -35,6 +35,9 @@ var v2 = &major{
 	dialInject: func(t testing.TB, s *server, p protocol, i interceptor) clients {
 		return dialV2(t, s, p, i, injectV2)
 	},
+	dialHooked: func(t testing.TB, s *server, p protocol, i interceptor, h hooks) clients {
+		return dialV2(t, s, p, i, hookV2(h))
+	},
 	codeOf: func(err error) code {
 		return code(connect.CodeOf(err))
 	},
@@ -306,4 +309,43 @@ func (s *v2Stream) Receive() (string, error) {
 		return "", err
 	}
 	return m.GetValue(), nil
+}
+
+// hookV2 runs h on the streams of each streaming attempt, after rebound's
+// interceptor: rebound has given an attempt's CallInfo its attempts
+// header before it opens the stream.
+func hookV2(h hooks) connect.ClientInterceptor {
+	return func(next connect.ClientFunc) connect.ClientFunc {
+		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
+			st, err := next(ctx, spec)
+			if err != nil || spec.StreamType == connect.StreamTypeUnary {
+				return st, err
+			}
+			var previous string
+			if info, ok := connect.CallInfoForClientContext(ctx); ok {
+				previous = info.RequestHeader().Get("Grpc-Previous-Rpc-Attempts")
+			}
+			return &hookedStreamV2{ClientStream: st, h: h, previous: previous}, nil
+		}
+	}
+}
+
+type hookedStreamV2 struct {
+	connect.ClientStream
+	h        hooks
+	previous string
+}
+
+func (s *hookedStreamV2) Send(m any) error {
+	if s.h.send != nil {
+		s.h.send(s.previous)
+	}
+	return s.ClientStream.Send(m)
+}
+
+func (s *hookedStreamV2) Close() error {
+	if s.h.closed != nil {
+		s.h.closed(s.previous)
+	}
+	return s.ClientStream.Close()
 }

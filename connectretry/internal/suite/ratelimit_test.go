@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/adaptive"
 	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/limittest"
 	"github.com/rebound-go/rebound/internal/ratelimit"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
@@ -111,10 +113,16 @@ func TestAdaptiveRateLimit(t *testing.T) {
 			t.Fatalf("%d waits, want 2: the third must not wait", n)
 		}
 		// Both waits end at once: one goes, and the other, which would
-		// reach the server with it as a burst, takes a new turn.
+		// reach the server with it as a burst, keeps its turn and waits
+		// out half a spacing (a new turn would be a whole spacing after
+		// the last). Less when the first's answer has raised the rate
+		// meanwhile, as in process, where it comes at once.
 		clk.Advance(time.Second)
 		if !clk.WaitPending(1) {
-			t.Fatal("the second did not take a new turn")
+			t.Fatal("the second did not wait out half a spacing")
+		}
+		if sl := clk.Sleeps(); sl[len(sl)-1] <= 0 || sl[len(sl)-1]-(sl[1]-sl[0])/2 > time.Millisecond {
+			t.Fatalf("waits %v: the second waits %v more, want at most half the spacing, %v", sl, sl[len(sl)-1], (sl[1]-sl[0])/2)
 		}
 		clk.Advance(time.Second)
 		wg.Wait()
@@ -373,4 +381,151 @@ func (h hostRewriter) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.URL.Host, r.Host = h.host, h.host
 	return h.rt.RoundTrip(r)
+}
+
+// TestAdaptiveThrottleBehindRateLimit: see grpcretry's. With the adaptive
+// throttle and the rate limit both on, a call the rate limit keeps home
+// (unary calls and server streams refused for their deadline, a call
+// cancelled in its wait) counts in the throttle neither as a request nor
+// as a refusal nor as an accept: its window holds the one call the server
+// refused, and the next call goes. (The throttle counted the rate limit's
+// refusals as the server's and kept the calls home itself.)
+func TestAdaptiveThrottleBehindRateLimit(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		s, ans := scriptedServer(t, e)
+		name := "behind-" + uniqueName(t)
+		c, clk := limitedClients(t, e, s, nil, withServerName(name), withAdaptiveThrottle(rebound.AdaptiveThrottleConfig{}))
+		th := adaptive.Throttle(name, rebound.AdaptiveThrottleConfig{})
+		call := func(ctx context.Context) error {
+			_, err := c.unary(ctx, "x", nil)
+			return err
+		}
+		ans.Store(&answer{code: serviceconfig.ResourceExhausted})
+		if err := call(context.Background()); e.codeOf(err) != serviceconfig.ResourceExhausted {
+			t.Fatalf("got %v, want the server's resource_exhausted", err)
+		}
+		ans.Store(&answer{})
+		// The next turn is over a second away: calls with 50ms are
+		// refused.
+		kept := 0 // by the throttle
+		for i := range 20 {
+			ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(50*time.Millisecond))
+			var err error
+			if i%2 == 0 {
+				err = call(ctx)
+			} else {
+				var st stream
+				if st, err = c.open(ctx, serverStream, "x", nil); err == nil {
+					_, err = receiveAll(t, st)
+				}
+			}
+			cancel()
+			switch {
+			case errors.Is(err, rebound.ErrRateLimited):
+			case errors.Is(err, rebound.ErrRejectedLocally):
+				kept++
+			default:
+				t.Fatalf("call %d: %v, want ErrRateLimited", i, err)
+			}
+		}
+		if r, a := th.Counts(clk.Now()); r != 1 || a != 0 || kept != 0 {
+			t.Fatalf("after the refusals the throttle counts %d requests and %d accepts and kept %d calls home, want 1, 0 and none: the server saw one call and refused it", r, a, kept)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- call(ctx) }()
+		if !clk.WaitPending(1) {
+			t.Fatal("the call did not wait for its turn")
+		}
+		cancel()
+		if err := <-done; e.codeOf(err) != serviceconfig.Cancelled {
+			t.Fatalf("cancelled wait: %v", err)
+		}
+		if r, a := th.Counts(clk.Now()); r != 1 || a != 0 {
+			t.Fatalf("after a cancelled wait the throttle counts %d requests and %d accepts, want 1 and 0", r, a)
+		}
+		go func() { done <- call(context.Background()) }()
+		if !clk.WaitPending(1) {
+			t.Fatalf("the call did not wait for its turn: %v", <-done)
+		}
+		clk.Advance(2 * time.Second)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if n := s.count(unary); n != 2 {
+			t.Fatalf("the server saw %d calls, want 2", n)
+		}
+	})
+}
+
+// TestAdaptiveThrottleStreamGivesTurnBack: a stream the adaptive throttle
+// keeps home takes no turn of the rate limit: ten kept home in the rate
+// limit's slow start leave its window open. (When a connect stream took
+// its turn before the throttle's word, they kept their places in it:
+// after six, a stream waited for an answer no stream in flight would
+// give.)
+func TestAdaptiveThrottleStreamGivesTurnBack(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		s, ans := scriptedServer(t, e)
+		c, clk := limitedClients(t, e, s, nil, withAdaptiveThrottle(rebound.AdaptiveThrottleConfig{}))
+		ans.Store(&answer{code: serviceconfig.Unavailable}) // not a throttle: the limit stays in its slow start
+		for range 2 {
+			if _, err := c.unary(context.Background(), "x", nil); e.codeOf(err) != serviceconfig.Unavailable {
+				t.Fatalf("got %v, want the server's unavailable", err)
+			}
+		}
+		for i := range 10 {
+			done := make(chan error, 1)
+			go func() {
+				st, err := c.open(context.Background(), serverStream, "x", nil)
+				if err == nil {
+					_, err = receiveAll(t, st)
+				}
+				done <- err
+			}()
+			for waiting := false; ; waiting = clk.Pending() > 0 {
+				if waiting {
+					clk.Advance(time.Second) // let it go, to end the test
+					<-done
+					t.Fatalf("stream %d waited for a turn in the slow start", i)
+				}
+				select {
+				case err := <-done:
+					if !errors.Is(err, rebound.ErrRejectedLocally) || errors.Is(err, rebound.ErrRateLimited) {
+						t.Fatalf("stream %d: %v, want the throttle's local rejection", i, err)
+					}
+				case <-time.After(time.Millisecond):
+					continue
+				}
+				break
+			}
+		}
+		if n := s.count(serverStream); n != 0 {
+			t.Fatalf("the server saw %d streams, want 0", n)
+		}
+	})
+}
+
+// TestAdaptiveRateLimitRecovers: see httpretry's. A connect handler that
+// accepts 20 calls a second (a burst of 2) for 2s and answers the rest
+// ResourceExhausted, then accepts everything; twenty callers on the real
+// clock: the handler soon accepts more than 20 a second again. It takes
+// seconds, and the gates are the engine's: -short runs it once.
+func TestAdaptiveRateLimitRecovers(t *testing.T) {
+	eachOnce(t, func(t *testing.T, e env) {
+		lim := limittest.New(20, 2, 2*time.Second)
+		name := "recovers-" + uniqueName(t)
+		s := e.start(t, handlers{unary: func(*call) (string, error) {
+			if !lim.Allow() {
+				return "", fail(serviceconfig.ResourceExhausted, "limited")
+			}
+			return "", nil
+		}})
+		c, _ := e.dialWith(t, s, nil, withServerName(name), withAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))
+		took, refused := limittest.Recovery(t, lim, 20, 15*time.Second, func(ctx context.Context) error {
+			_, err := c.unary(ctx, "x", nil)
+			return err
+		}, func() float64 { return ratelimit.Limiter(name, rebound.AdaptiveRateLimitConfig{}).Rate() })
+		t.Logf("back above 20/s %v after the server stopped limiting; %d calls refused locally", took, refused)
+	})
 }
