@@ -261,7 +261,10 @@ func describeType(prefix string, obj *types.TypeName, typ func(types.Type) strin
 
 // TestDependencies keeps README's promise that a package brings in only
 // what it needs: the engine (package rebound) imports the standard library
-// alone, and httpretry neither grpc-go nor connect-go.
+// alone, and httpretry neither grpc-go nor connect-go (nor protobuf, which
+// the replay log of streams, internal/msglog, needs). That connectretry
+// and connectretry/v2 each import one major of connect-go is
+// connectretry/internal/engine's TestEachMajorAlone.
 func TestDependencies(t *testing.T) {
 	for _, tc := range []struct {
 		pkg       string
@@ -272,8 +275,9 @@ func TestDependencies(t *testing.T) {
 			return !std && !strings.HasPrefix(dep, "github.com/rebound-go/rebound")
 		}, "anything but the standard library"},
 		{"./httpretry", func(dep string, _ bool) bool {
-			return strings.HasPrefix(dep, "google.golang.org/grpc") || strings.HasPrefix(dep, "connectrpc.com/")
-		}, "grpc-go or connect-go"},
+			return strings.HasPrefix(dep, "google.golang.org/grpc") || strings.HasPrefix(dep, "connectrpc.com/") ||
+				strings.HasPrefix(dep, "google.golang.org/protobuf")
+		}, "grpc-go, connect-go or protobuf"},
 	} {
 		cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", tc.pkg)
 		cmd.Stderr = new(bytes.Buffer)

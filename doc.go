@@ -11,8 +11,11 @@
 // vocabulary: every idea of the three front doors, and its name in each;
 // "none" says why a front door lacks one. grpcretry and connectretry take a
 // gRPC service config (gRFC A6) parsed by package serviceconfig; httpretry
-// takes options. A package for connect-go's next major version will follow
-// connectretry, with the same names.
+// takes options. connectretry/v2 is connectretry for connect-go v2, on the
+// same engine, with connectretry's names in the column below but for how
+// it is installed (connect.NewClient(transport,
+// NewInterceptor(cfg).WrapClient)) and read in a handler
+// (PreviousAttempts(ctx), from the server's connect.CallInfo).
 //
 //	                     grpcretry                     connectretry                  httpretry
 //	install in one line  grpc.NewClient(target,        connect.WithInterceptors(     &http.Client{Transport:
@@ -49,20 +52,20 @@
 //	loosen it            WithTrustedOverrides          WithTrustedOverrides          WithTrustedOverrides
 //	per-attempt timeout  WithPerAttemptTimeout, or     WithPerAttemptTimeout, or     WithPerAttemptTimeout
 //	                       perAttemptRecvTimeout         perAttemptRecvTimeout
-//	hedging              hedgingPolicy                 hedgingPolicy (unary calls)   WithHedging(delay,
-//	                                                                                   maxAttempts)
+//	hedging              hedgingPolicy                 hedgingPolicy (a stream's,    WithHedging(delay,
+//	                                                     once its request is           maxAttempts)
+//	                                                     complete)
 //	adaptive hedging     WithAdaptiveHedging(c),       none yet: the hedgingDelay    none yet: the delay is fixed
 //	                       AdaptiveHedgingConfig         is fixed
 //	distinct backends    the rebound_distinct          none: net/http picks the      none: net/http picks the
 //	                       balancer                      connection, no balancer       connection, no balancer
 //	                       (grpcretry/distinct)
-//	streams              all kinds, replayed from the  server streams, until their   none: a response body is the
-//	                       buffer until committed        first message; client         caller's once returned
-//	                                                     streams are made once
-//	replay buffer        WithBufferLimits(total,       none: a request message is    WithBufferLimits(total,
-//	                       perCall)                      marshaled again for each      perCall), for bodies it
-//	                                                     attempt, and client           must read to send them
-//	                                                     streams are made once         again
+//	streams              all kinds, replayed from the  all kinds, replayed from the  none: a response body is the
+//	                       buffer until committed        buffer until committed        caller's once returned
+//	replay buffer        WithBufferLimits(total,       WithBufferLimits(total,       WithBufferLimits(total,
+//	                       perCall)                      perCall), for streams; a      perCall), for bodies it
+//	                                                     unary request is marshaled    must read to send them
+//	                                                     again for each attempt        again
 //	what is retryable    the policy's codes;           the policy's codes;           WithRetryableStatus;
 //	                       WithClassifier                WithClassifier                WithClassifier
 //	a classifier sees    Failure.Method,               Failure.Method, Failure.Err   Failure.Request,
@@ -210,10 +213,9 @@
 //     state of the 1024 peers used most recently; an evicted peer that
 //     comes back starts afresh.
 //   - Replay buffers are capped per call and per client by
-//     WithBufferLimits in grpcretry and httpretry (1 MiB and 16 MiB by
-//     default, [DefaultBufferPerCall] and [DefaultBufferTotal]; connectretry
-//     buffers nothing), service
-//     configs by their size (serviceconfig), and server hints by
-//     WithRetryDelayCap (60s by default, [DefaultRetryDelayCap]) in all
-//     three.
+//     WithBufferLimits in grpcretry, connectretry (streams) and httpretry
+//     (1 MiB and 16 MiB by default, [DefaultBufferPerCall] and
+//     [DefaultBufferTotal]), service configs by their size
+//     (serviceconfig), and server hints by WithRetryDelayCap (60s by
+//     default, [DefaultRetryDelayCap]) in all three.
 package rebound

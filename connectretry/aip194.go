@@ -1,13 +1,10 @@
 package connectretry
 
 import (
-	"fmt"
-	"slices"
-	"strings"
-
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/rebound-go/rebound/connectretry/internal/engine"
 	"github.com/rebound-go/rebound/internal/aip194"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
@@ -19,8 +16,7 @@ import (
 // unknown idempotency, are not: running them twice may change state twice.
 // It is httpretry.Idempotent for a connect procedure.
 func Idempotent(spec connect.Spec) bool {
-	return spec.StreamType == connect.StreamTypeUnary &&
-		(spec.IdempotencyLevel == connect.IdempotencyNoSideEffects || spec.IdempotencyLevel == connect.IdempotencyIdempotent)
+	return engine.Idempotent(spec.StreamType == connect.StreamTypeUnary, int32(spec.IdempotencyLevel))
 }
 
 // AIP194 returns a service config that retries, as AIP-194 recommends, the
@@ -34,17 +30,11 @@ func Idempotent(spec connect.Spec) bool {
 // A procedure must have the form "/pkg.Service/Method"; AIP194 reports the
 // first that does not.
 func AIP194(specs ...connect.Spec) (*serviceconfig.Config, error) {
-	var names []serviceconfig.Name
+	procs := make([]engine.Procedure, len(specs))
 	for i, spec := range specs {
-		name, ok := procedureName(spec.Procedure)
-		if !ok {
-			return nil, fmt.Errorf("connectretry: AIP194: specs[%d].Procedure %q is not of the form /pkg.Service/Method", i, spec.Procedure)
-		}
-		if Idempotent(spec) && !slices.Contains(names, name) {
-			names = append(names, name)
-		}
+		procs[i] = engine.Procedure{Name: spec.Procedure, Unary: spec.StreamType == connect.StreamTypeUnary, Level: int32(spec.IdempotencyLevel)}
 	}
-	return aip194.Config(names), nil
+	return engine.AIP194(procs)
 }
 
 // AIP194Services is [AIP194] for every method of services, with the
@@ -54,17 +44,4 @@ func AIP194(specs ...connect.Spec) (*serviceconfig.Config, error) {
 //	cfg := connectretry.AIP194Services(pingv1.File_ping_v1_ping_proto.Services().ByName("PingService"))
 func AIP194Services(services ...protoreflect.ServiceDescriptor) *serviceconfig.Config {
 	return aip194.Services(services...)
-}
-
-// procedureName splits "/pkg.Service/Method".
-func procedureName(procedure string) (serviceconfig.Name, bool) {
-	s, ok := strings.CutPrefix(procedure, "/")
-	if !ok {
-		return serviceconfig.Name{}, false
-	}
-	service, method, ok := strings.Cut(s, "/")
-	if !ok || service == "" || method == "" || strings.Contains(method, "/") {
-		return serviceconfig.Name{}, false
-	}
-	return serviceconfig.Name{Service: service, Method: method}, true
 }

@@ -37,7 +37,7 @@ func TestRateFeedback(t *testing.T) {
 		{"pushback on another code", pushback, nil, rebound.RateFeedback{SlowDown: true, Wait: time.Second}},
 		{"pushback in a stream's trailer", nil, http.Header{"Grpc-Retry-Pushback-Ms": {"250"}}, rebound.RateFeedback{SlowDown: true, Wait: 250 * time.Millisecond}},
 	} {
-		if got := rateFeedback(c.err, c.trailer); got != c.want {
+		if got := zero.RateFeedback(c.err, streamPushback(c.err, c.trailer)); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
 		}
 	}

@@ -193,9 +193,13 @@ func DialOptions(cfg *serviceconfig.Config, opts ...Option) []grpc.DialOption {
 //
 // grpc-go's own retries stay on, but grpc-go never sees a retryPolicy
 // from c or from a wrapped resolver: rebound hands it only the fields it
-// acts on and rebound does not, so a call is retried in one place. On an
-// xds target grpc-go goes on applying the routes' retry policies (see the
-// package doc).
+// acts on and rebound does not, so a call is retried in one place. A
+// method for which a retryPolicy reaches grpc-go another way (a
+// grpc.WithDefaultServiceConfig of the application's, before or after
+// these options) is not retried twice over: the calls that rebound would
+// retry or hedge fail with codes.Internal, naming the conflict and the
+// fix (see the package doc). On an xds target grpc-go goes on applying
+// the routes' retry policies.
 //
 // When the config has loadBalancingConfig, loadBalancingPolicy or
 // healthCheckConfig, DialOptions also hands those fields, and only those,

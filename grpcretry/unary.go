@@ -373,8 +373,7 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	ctx, v := u.c.opts.awaitVerdict(ctx)
 	actx, cancel := perattempt.WithDeadline(ctx, u.timeout)
 	err := u.invoker(actx, u.method, u.req, u.reply, u.cc, u.opts...)
-	timedOut := err != nil && u.timeout > 0 && (perattempt.TimedOut(ctx, actx) ||
-		status.Code(err) == codes.DeadlineExceeded && perattempt.ServerTimedOut(ctx, actx, u.timeout))
+	timedOut := err != nil && perattempt.Cut(ctx, actx, u.timeout)
 	cancel()
 	return u.judge(err, timedOut, as, v)
 }

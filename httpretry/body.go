@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/rebound-go/rebound/internal/gopanic"
 	"github.com/rebound-go/rebound/internal/replay"
 )
 
@@ -43,14 +44,22 @@ func discard(ctx context.Context, resp *http.Response) {
 // ctx ends the wait, and closes it. A body still arriving then is closed in
 // the middle of a read, which net/http's response bodies allow: the read
 // returns and the connection is dropped.
+//
+// The body is read on a goroutine of its own. It may be the base
+// RoundTripper's, whose Read may panic: the panic is raised on the
+// caller's goroutine once the body is closed (see package gopanic).
 func drain(ctx context.Context, body io.ReadCloser, timeout time.Duration) {
 	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	var panicked *gopanic.Panic
+	go gopanic.Run(func() {
 		// One byte more than the limit, so that a body of exactly
 		// drainLimit bytes is read to EOF and its connection released.
 		_, _ = io.CopyN(io.Discard, body, drainLimit+1)
-	}()
+		close(done)
+	}, func(p *gopanic.Panic) {
+		panicked = p
+		close(done)
+	})
 	timer := time.NewTimer(timeout)
 	select {
 	case <-done:
@@ -60,6 +69,9 @@ func drain(ctx context.Context, body io.ReadCloser, timeout time.Duration) {
 	timer.Stop()
 	_ = body.Close()
 	<-done // the close ended a read in progress: nothing outlives the call
+	if panicked != nil {
+		panicked.Raise()
+	}
 }
 
 // outgoing is the request as the Transport sends it: first is the request of

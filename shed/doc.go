@@ -64,8 +64,9 @@
 //
 // The same Shedder serves grpc-go ([Shedder.UnaryServerInterceptor],
 // [Shedder.StreamServerInterceptor], and [Shedder.TapHandle] to reject
-// before a request is read), connect-go ([Shedder.ConnectInterceptor]) and
-// net/http ([Shedder.Handler]); one Shedder per server (or per resource
+// before a request is read), connect-go ([Shedder.ConnectInterceptor];
+// for connect-go v2, package shed/connectshed's Interceptor) and net/http
+// ([Shedder.Handler]); one Shedder per server (or per resource
 // the handlers share) lets them share one limit. Its metrics are
 // OpenTelemetry instruments ([WithMeterProvider]).
 package shed

@@ -221,7 +221,8 @@ func (s *Shedder) StreamServerInterceptor() grpc.StreamServerInterceptor {
 // gets one, as from [Shedder.UnaryServerInterceptor]; a streaming
 // handler's waits on its client (Receive, Send) hold no slot. Each
 // procedure has a baseline latency of its own. Client calls pass through.
-// It is safe for concurrent use.
+// It is safe for concurrent use. It is for connect-go v1; for v2, see
+// package shed/connectshed.
 func (s *Shedder) ConnectInterceptor() connect.Interceptor { return connectInterceptor{s} }
 
 type connectInterceptor struct{ s *Shedder }
