@@ -258,7 +258,9 @@ func (l *AdaptiveRateLimit) applyQuota(now time.Time) {
 	if !l.enabled {
 		l.enabled, l.last, l.latest = true, now, now
 		l.endSlowStart()
-		l.tokens, r = 0, l.quota.rate
+		// A quota spent when first seen gives no rate: the pace until
+		// the next window's answers is the one the caller's cap allows.
+		l.tokens, r = 0, max(l.quota.rate, 1/l.quota.maxWait.Seconds())
 	}
 	l.setRate(now, r)
 }

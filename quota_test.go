@@ -153,3 +153,21 @@ func TestQuotaExpires(t *testing.T) {
 		t.Fatalf("rate %.2f/s after a throttle under a quota pace of %.2f/s, want a cut", r, paced)
 	}
 }
+
+// TestQuotaSpentFirstCapped: a quota spent when first seen keeps turns no
+// further apart than the caller's cap.
+func TestQuotaSpentFirstCapped(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	l := newQuotaLimit(t)
+	if err := l.Observe(l.Reserve(now), now, RateFeedback{Quota: Quota{Remaining: 0, Reset: time.Minute, MaxWait: 200 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	prev := now
+	for i := range 5 {
+		at := l.Reserve(now).Time()
+		if gap := at.Sub(prev); gap > 200*time.Millisecond {
+			t.Fatalf("turn %d is %v after the one before, want at most the 200ms cap", i, gap)
+		}
+		prev = at
+	}
+}
