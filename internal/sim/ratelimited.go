@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"time"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/ratelimit"
 )
 
 // This file is the "rate-limited API" scenario of issue 24: processes
@@ -216,14 +218,24 @@ func (r *rateRun) serve(now time.Time) (bool, rebound.Quota, time.Duration) {
 		}
 		end := start.Add(r.s.Window)
 		left := end.Sub(now)
-		var q rebound.Quota
+		// The fields as a server writes them, read as a client reads
+		// them: the reset in whole seconds, rounded up.
+		reset := (left + time.Second - 1) / time.Second
+		h := http.Header{}
 		switch r.s.Publish {
 		case PublishIETF:
-			q = rebound.Quota{Remaining: limit - r.used, Reset: (left + time.Second - 1).Truncate(time.Second), Limit: limit}
+			h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, limit-r.used, reset))
+			h.Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=%d`, limit, r.s.Window/time.Second))
 		case PublishX:
-			q = rebound.Quota{Remaining: limit - r.used, Reset: time.Unix(end.Unix(), 0).Sub(now), Limit: limit}
+			h.Set("X-RateLimit-Limit", fmt.Sprint(limit))
+			h.Set("X-RateLimit-Remaining", fmt.Sprint(limit-r.used))
+			h.Set("X-RateLimit-Reset", fmt.Sprint(end.Add(time.Second-1).Unix()))
 		}
-		return ok, q, (left + time.Second - 1).Truncate(time.Second)
+		q, err := ratelimit.ParseQuota(h.Values, now)
+		if err != nil {
+			panic(err) // the sim's own fields
+		}
+		return ok, q, reset * time.Second
 	}
 	r.tokens = math.Min(r.s.Burst, r.tokens+now.Sub(r.last).Seconds()*r.s.Limit)
 	r.last = now
@@ -247,7 +259,7 @@ type proc struct {
 }
 
 func runRate(s RateScenario, p RatePolicy, seed uint64) (RateResult, error) {
-	r := &rateRun{s: s, p: p, rng: rand.New(rand.NewPCG(seed, uint64(p))), t0: time.Unix(1_000_000, 0), tokens: s.Burst}
+	r := &rateRun{s: s, p: p, rng: rand.New(rand.NewPCG(seed, uint64(p))), t0: time.Unix(1_700_000_000, 0), tokens: s.Burst}
 	r.last = r.t0
 	r.acceptedAt = make([][]time.Time, s.Processes)
 	for i := range s.Processes {
