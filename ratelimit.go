@@ -233,7 +233,7 @@ func (r Reservation) Delay(now time.Time) time.Duration { return max(0, r.at.Sub
 // remainder falls faster than that (by the budget over the fall: each
 // in proportion to what it sends) and otherwise climbs it back by the
 // same small step, as TCP's AIMD does, so that processes that never talk
-// converge on even shares. With nothing left the next turn is at the
+// move toward even shares. With nothing left the next turn is at the
 // reset, and the turns after it follow at the rate, not at the reset all
 // at once. The learned rate still applies below the ceiling (a refusal
 // cuts it as ever), and it is in charge alone again once a window has

@@ -42,7 +42,7 @@ func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimitConfig) Option {
 // any throttle: no faster than the remaining quota over the time to its
 // reset, shared by every client of the process with the same server name
 // and settings; clients in other processes that read the same falling
-// remainder converge on even shares of it without talking (see
+// remainder move toward even shares of it without talking (see
 // [rebound.AdaptiveRateLimit]). It reads the fields httpretry's
 // WithRateLimitQuota reads, under the same names: from the first of these an
 // answer carries, the IETF RateLimit and RateLimit-Policy fields (draft-ietf-httpapi-ratelimit-headers, the

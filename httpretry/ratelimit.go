@@ -49,7 +49,7 @@ func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimitConfig) Option {
 // to its host to it from the first response, before any 429: no faster
 // than the remaining quota over the time to its reset, shared by every
 // Transport of the process that has the same host and settings; clients
-// in other processes that read the same falling remainder converge on
+// in other processes that read the same falling remainder move toward
 // even shares of it without talking (see [rebound.AdaptiveRateLimit]). It
 // reads, from the first of these a response carries: the IETF RateLimit
 // and RateLimit-Policy fields (draft-ietf-httpapi-ratelimit-headers, the
