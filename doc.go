@@ -86,6 +86,9 @@
 //	                       server name                   server name                   host
 //	adaptive rate limit  WithAdaptiveRateLimit, per    WithAdaptiveRateLimit, per    WithAdaptiveRateLimit, per
 //	                       server name                   server name                   host
+//	published quota      WithRateLimitQuota, from      WithRateLimitQuota, from      WithRateLimitQuota, from
+//	                       metadata (ratelimit,          headers (ratelimit,           headers (ratelimit,
+//	                       x-ratelimit-*)                x-ratelimit-*)                x-ratelimit-*)
 //	attempts before this PreviousAttempts(ctx)         PreviousAttempts(header)      PreviousAttempts(header,
 //	  one, in a handler    (grpc-previous-rpc-attempts)  (grpc-previous-rpc-attempts)  name), name the header of
 //	                                                                                   WithPreviousAttemptsHeader

@@ -102,6 +102,9 @@ type RateFeedback struct {
 	// Wait is the server's explicit wait (Retry-After, pushback,
 	// google.rpc.RetryInfo), 0 for none.
 	Wait time.Duration
+	// Quota is the quota the server published with the answer, the
+	// zero Quota for none.
+	Quota Quota
 }
 
 // Reservation is a send token taken from an [AdaptiveRateLimit]: the attempt
@@ -222,6 +225,24 @@ func (r Reservation) Delay(now time.Time) time.Duration { return max(0, r.at.Sub
 // late answers cost it turns and measure, and each success then lowered
 // the rate.
 //
+// A server that publishes its quota (the remainder of its window and the
+// time to its reset, [RateFeedback.Quota]) sets a ceiling on the rate
+// from the first answer, before any refusal: the remainder over the time
+// to the reset at first; then, since every process that shares the quota
+// reads the same falling remainder, each cuts its ceiling when the
+// remainder falls faster than that (by the budget over the fall: each
+// in proportion to what it sends) and otherwise climbs it back by the
+// same small step, as TCP's AIMD does, so that processes that never talk
+// move toward even shares. With nothing left the next turn is at the
+// reset, and the turns after it follow at the rate, not at the reset all
+// at once. The learned rate still applies below the ceiling (a refusal
+// cuts it as ever), and it is in charge alone again once a window has
+// passed its reset by its own length with no quota since. No quota keeps
+// a turn waiting longer than its MaxWait (the caller's Retry-After cap).
+// In `rebound sim -ratelimited`, ten processes sharing a published limit
+// of 20/s complete every call at 1.03 requests per call, Jain's index
+// 0.99, where they complete 97.5% at 1.35 learning from refusals.
+//
 // Time is an argument, so that tests and simulations drive it; waiting is
 // the caller's (the clients of grpcretry, connectretry and httpretry wait
 // within the call's context, never holding a lock). An AdaptiveRateLimit
@@ -242,11 +263,12 @@ type AdaptiveRateLimit struct {
 	answer   chan struct{} // closed at the next answer; nil if no one waits
 
 	// The token bucket.
-	rate   float64   // tokens per second
-	tokens float64   // may be negative: reserved ahead
-	last   time.Time // when tokens was last brought up to date
-	latest time.Time // the latest reservation's time
-	lastGo time.Time // when the last waiting attempt went
+	rate    float64   // tokens per second
+	learned float64   // the rate the server's answers set: rate, but for the quota
+	tokens  float64   // may be negative: reserved ahead
+	last    time.Time // when tokens was last brought up to date
+	latest  time.Time // the latest reservation's time
+	lastGo  time.Time // when the last waiting attempt went
 
 	// Until a half-second has been measured: the attempts sent, from
 	// firstSent.
@@ -269,6 +291,8 @@ type AdaptiveRateLimit struct {
 	seq      int64     // attempts sent
 	holdTill time.Time // the server's explicit wait: no climb before
 	refused  time.Time // the last attempt refused for its deadline
+
+	quota quotaState // the quota the server publishes
 }
 
 // The slow start: the attempts in flight at first, the window at which
@@ -341,6 +365,9 @@ func (l *AdaptiveRateLimit) ReserveBy(now, deadline time.Time) (Reservation, boo
 		}
 		return Reservation{at: now, cut: l.cuts, seq: l.seq}, true
 	}
+	if l.quota.on {
+		l.setRate(now, l.learned)
+	}
 	l.refill(now)
 	tokens := l.tokens - 1
 	at := now
@@ -353,6 +380,10 @@ func (l *AdaptiveRateLimit) ReserveBy(now, deadline time.Time) (Reservation, boo
 			at = next
 			tokens = -next.Sub(now).Seconds() * l.rate
 		}
+	}
+	if q := l.quotaTurn(now, at); !q.Equal(at) {
+		at = q
+		tokens = -at.Sub(now).Seconds() * l.rate
 	}
 	if !deadline.IsZero() && at.After(deadline) {
 		l.refused = now
@@ -431,11 +462,20 @@ func (l *AdaptiveRateLimit) Cancel(r Reservation, now time.Time) {
 }
 
 // Observe tells the limiter the answer at now to the attempt sent with r.
-func (l *AdaptiveRateLimit) Observe(r Reservation, now time.Time, f RateFeedback) {
+// It returns an error that wraps [ErrQuota] when it ignored f's quota.
+func (l *AdaptiveRateLimit) Observe(r Reservation, now time.Time, f RateFeedback) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.measure(now)
 	l.answered(r)
+	err := l.publish(f.Quota, r.seq, now)
+	l.observe(r, now, f)
+	l.applyQuota(now)
+	return err
+}
+
+// observe is Observe's rate rules, but for the quota.
+func (l *AdaptiveRateLimit) observe(r Reservation, now time.Time, f RateFeedback) {
 	if f.SlowDown && f.Wait > 0 {
 		if till := now.Add(f.Wait); till.After(l.holdTill) {
 			l.holdTill = till
@@ -473,8 +513,13 @@ func (l *AdaptiveRateLimit) Observe(r Reservation, now time.Time, f RateFeedback
 		// spiralled a client under -race on a loaded machine down to a
 		// request or two a second after the server had stopped refusing.
 		limit := 2 * l.sendRate(now)
+		if l.quota.on {
+			// The quota paces the client: what it sends is the quota's
+			// doing, not the server's word.
+			limit = math.Inf(1)
+		}
 		if !l.refused.IsZero() && now.Sub(l.refused) < time.Second {
-			limit = max(limit, l.rate)
+			limit = max(limit, l.learned)
 		}
 		l.setRate(now, min(l.climb(now), limit))
 		return
@@ -556,7 +601,7 @@ func (l *AdaptiveRateLimit) climb(now time.Time) float64 {
 	t := max(now.Sub(l.cutAt).Seconds(), 0)
 	r := l.c.ScaleConstant*math.Pow(t-l.k, 3) + l.wMax
 	if now.Before(l.holdTill) {
-		r = min(r, l.rate)
+		r = min(r, l.learned)
 	}
 	return r
 }
@@ -599,7 +644,13 @@ func halfSecond(t time.Time) float64 {
 // setRate brings the bucket to now and changes its rate.
 func (l *AdaptiveRateLimit) setRate(now time.Time, r float64) {
 	l.refill(now)
-	l.rate = max(r, l.c.MinRate)
+	l.learned = max(r, l.c.MinRate)
+	l.rate = l.learned
+	if c, ok := l.quotaCeiling(now); ok {
+		// The quota's rate is a ceiling, below the floor too; but it
+		// never keeps sends further apart than its MaxWait.
+		l.rate = max(min(l.rate, c), 1/l.quota.maxWait.Seconds())
+	}
 	l.tokens = min(l.tokens, l.capacity())
 }
 

@@ -179,5 +179,6 @@ func buildOptions(opts []Option) engine.Options {
 		}
 		opt.apply(&o)
 	}
+	o.RateLimitOn()
 	return o
 }

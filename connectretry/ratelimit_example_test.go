@@ -65,3 +65,48 @@ func ExampleWithAdaptiveRateLimit() {
 	// ok
 	// 2 calls reached the server
 }
+
+// Calling a service that publishes its quota in its response headers:
+// the first answer says nothing is left until a reset 30s away
+// (X-RateLimit-Reset, in seconds), so the next call, whose deadline is
+// sooner, is not sent, before the server has refused anything.
+func ExampleWithRateLimitQuota() {
+	var calls atomic.Int32
+	mux := http.NewServeMux()
+	mux.Handle(greet, connect.NewUnaryHandler(greet,
+		func(_ context.Context, req *connect.Request[wrapperspb.StringValue]) (*connect.Response[wrapperspb.StringValue], error) {
+			calls.Add(1)
+			resp := connect.NewResponse(wrapperspb.String("hello, " + req.Msg.GetValue()))
+			resp.Header().Set("X-RateLimit-Limit", "100")
+			resp.Header().Set("X-RateLimit-Remaining", "0")
+			resp.Header().Set("X-RateLimit-Reset", "30")
+			return resp, nil
+		}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	interceptor, err := connectretry.New(nil, connectretry.WithRateLimitQuota())
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := connect.NewClient[wrapperspb.StringValue, wrapperspb.StringValue](srv.Client(), srv.URL+greet,
+		connect.WithInterceptors(interceptor))
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := client.CallUnary(ctx, connect.NewRequest(wrapperspb.String("rebound")))
+		cancel()
+		switch {
+		case errors.Is(err, rebound.ErrRateLimited):
+			fmt.Println(connect.CodeOf(err), "not sent: the quota is spent until after its deadline")
+		case err != nil:
+			fmt.Println(connect.CodeOf(err))
+		default:
+			fmt.Println("ok")
+		}
+	}
+	fmt.Println(calls.Load(), "call reached the server")
+	// Output:
+	// ok
+	// resource_exhausted not sent: the quota is spent until after its deadline
+	// 1 call reached the server
+}

@@ -3,6 +3,7 @@ package connectretry
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rebound-go/rebound/connectretry/internal/engine"
+	"github.com/rebound-go/rebound/internal/ratelimit"
 )
 
 // Request headers that connect computes for each attempt from its context's
@@ -90,6 +92,29 @@ func (c *conn) Abort() {
 
 func (c *conn) Pushback(err error) []string { return streamPushback(err, c.ResponseTrailer()) }
 
+// Published returns the header fields of the answer, once the response
+// has ended with err (see engine.Publisher).
+func (c *conn) Published(err error) ratelimit.Fields {
+	return streamPublished(err, c.StreamingClientConn)
+}
+
+// streamPublished returns the header fields of a stream whose response
+// ended with err: a failed call's metadata, then the response's headers,
+// then its trailers.
+func streamPublished(err error, s connect.StreamingClientConn) ratelimit.Fields {
+	return func(name string) []string {
+		if ce := new(connect.Error); err != nil && !errors.Is(err, io.EOF) && errors.As(err, &ce) {
+			if v := ce.Meta().Values(name); len(v) > 0 {
+				return v
+			}
+		}
+		if v := s.ResponseHeader().Values(name); len(v) > 0 {
+			return v
+		}
+		return s.ResponseTrailer().Values(name)
+	}
+}
+
 // Metadata returns nil: connect v1 puts a failed call's metadata in its
 // error, where the classifier finds it.
 func (c *conn) Metadata() engine.Metadata { return nil }
@@ -102,7 +127,10 @@ func (c *conn) WaitHeader() { _ = c.ResponseHeader() }
 // whose response ended with err: connect puts a failed call's trailers in
 // its error's metadata; the stream's trailer holds them otherwise.
 func streamPushback(err error, trailer http.Header) []string {
-	if ce := new(connect.Error); err != nil && errors.As(err, &ce) {
+	// The end of a stream is no failure: connect v1 may end one with a
+	// connect error that wraps io.EOF, one value shared by every stream,
+	// whose Meta is not safe to call from two at once.
+	if ce := new(connect.Error); err != nil && !errors.Is(err, io.EOF) && errors.As(err, &ce) {
 		if v := ce.Meta()[pushbackKey]; v != nil {
 			return v
 		}
@@ -156,6 +184,9 @@ type onceConn struct {
 func (c *onceConn) Receive(m any) error {
 	err := c.StreamingClientConn.Receive(m)
 	if err != nil {
+		if c.once.ReadsQuota() {
+			c.once.Published(streamPublished(err, c.StreamingClientConn))
+		}
 		c.once.Ended(err, streamPushback(err, c.ResponseTrailer()))
 	}
 	return err

@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rebound-go/rebound/connectretry/internal/engine"
+	"github.com/rebound-go/rebound/internal/ratelimit"
 )
 
 // The metadata keys of A6 in their canonical http.Header form.
@@ -76,6 +77,9 @@ func (c *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
 		return nil, c.u.End(err, nil, nil)
 	}
 	resp, err := c.next(ctx, req)
+	if c.u.ReadsQuota() {
+		c.u.Published(published(err, resp))
+	}
 	var pushback []string
 	if err != nil || c.u.RateLimited() {
 		// A success's trailer is read only for the rate limit: connect
@@ -83,6 +87,25 @@ func (c *unaryCall) attempt(ctx context.Context) (connect.AnyResponse, error) {
 		pushback = unaryPushback(err, resp)
 	}
 	return resp, c.u.End(err, pushback, nil)
+}
+
+// published returns the header fields of a unary answer, where the rate
+// limit reads the quota the server publishes: a failed call's metadata
+// (connect puts its headers and trailers in the error), else the
+// response's headers, then its trailers.
+func published(err error, resp connect.AnyResponse) ratelimit.Fields {
+	if ce := new(connect.Error); err != nil && errors.As(err, &ce) {
+		return ce.Meta().Values
+	}
+	if err != nil || resp == nil {
+		return nil
+	}
+	return func(name string) []string {
+		if v := resp.Header().Values(name); len(v) > 0 {
+			return v
+		}
+		return resp.Trailer().Values(name)
+	}
 }
 
 // unaryPushback returns the values of the pushback header of a unary
@@ -144,6 +167,9 @@ func hedge(ctx context.Context, u *engine.Unary, next connect.UnaryFunc, req con
 			return won{}, a.End(err, nil, nil)
 		}
 		resp, err := next(a.Ctx, &attemptRequest{AnyRequest: r, header: attemptHeader(header, a.N-1)})
+		if a.ReadsQuota() {
+			a.Published(published(err, resp))
+		}
 		if err != nil {
 			return won{}, a.End(err, unaryPushback(err, nil), nil)
 		}

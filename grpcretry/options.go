@@ -150,6 +150,7 @@ func buildOptions(opts []Option) options {
 		}
 		opt.apply(&o)
 	}
+	o.RateLimitOn()
 	return o
 }
 

@@ -45,6 +45,39 @@ func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimitConfig) Option {
 	return optionFunc(func(o *options) { o.SetRateLimit(c) })
 }
 
+// WithRateLimitQuota makes the adaptive rate limit (see
+// [WithAdaptiveRateLimit], which it turns on with the zero config if it is
+// not set) read the quota each answer publishes in its response metadata (headers, then trailers), and
+// pace the calls to each server name to it from the first answer, before
+// any throttle: no faster than the remaining quota over the time to its
+// reset, shared by every client of the process with the same server name
+// and settings; clients in other processes that read the same falling
+// remainder move toward even shares of it without talking (see
+// [rebound.AdaptiveRateLimit]). It reads the fields httpretry's
+// WithRateLimitQuota reads, under gRPC's lower-case metadata keys: from the first of these an
+// answer carries, the IETF ratelimit and ratelimit-policy keys (draft-ietf-httpapi-ratelimit-headers, the
+// structured form of draft 08 on, `"default";r=50;t=30`, and the
+// dictionary of drafts 05-07, `limit=100, remaining=50, reset=30`);
+// the older drafts' ratelimit-limit, ratelimit-remaining and ratelimit-reset; x-ratelimit-limit, x-ratelimit-remaining and x-ratelimit-reset, the reset in delta-seconds or a
+// Unix time (from 1000000000), either with a fraction. The IETF fields are
+// parsed as Structured Field Values (RFC 9651) with
+// github.com/dunglas/httpsfv.
+//
+// A quota is trusted only so far: one that is malformed or absurd (a
+// remainder that is negative or not a number, a reset in the past or more
+// than a day away, a limit of 0, a remainder above the limit, a limit that
+// changes within a window) is ignored, the learned rate stays in charge,
+// and the first such quota of each server name is logged at warning level
+// to the [WithLogger] logger, or slog.Default() without one. With nothing
+// left, an attempt waits for the reset, but never longer than the
+// Retry-After cap ([WithRetryDelayCap]) nor past its context's deadline
+// (it then fails at once with RESOURCE_EXHAUSTED and [rebound.ErrRateLimited]). A
+// server that publishes nothing leaves the adaptive rate limit as it is
+// without this option.
+func WithRateLimitQuota() Option {
+	return optionFunc(func(o *options) { o.SetRateLimitQuota() })
+}
+
 // awaitVerdict gives an attempt's context a place where its answer waits
 // for the classifier's verdict before the rate limit hears of it (see
 // ratelimit.Verdict), when the client has both.
@@ -92,24 +125,45 @@ func feedback(err error, trailer metadata.MD) rebound.RateFeedback {
 }
 
 // limitedInvoker makes each attempt wait for its turn and tells g of each
-// answer.
-func limitedInvoker(g *ratelimit.Gate, invoker grpc.UnaryInvoker) grpc.UnaryInvoker {
+// answer; with quota, of the quota its metadata publishes too.
+func limitedInvoker(g *ratelimit.Gate, invoker grpc.UnaryInvoker, quota bool) grpc.UnaryInvoker {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
 		r, err := g.Wait(ctx)
 		if err != nil {
 			return waitError(ctx, err)
 		}
-		var trailer metadata.MD
-		err = invoker(ctx, method, req, reply, cc, append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))...)
-		g.Answer(ctx, r, err != nil, feedback(err, trailer))
+		var header, trailer metadata.MD
+		opts = append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))
+		if quota {
+			opts = append(opts, grpc.Header(&header))
+		}
+		err = invoker(ctx, method, req, reply, cc, opts...)
+		f := feedback(err, trailer)
+		if quota {
+			f.Quota = g.Quota(published(header, trailer))
+		}
+		g.Answer(ctx, r, err != nil, f)
 		return err
+	}
+}
+
+// published returns the fields of an answer's metadata, where the rate
+// limit reads the quota the server publishes: its headers, then its
+// trailers (a failed call's come in the trailers alone). The keys are
+// lower-case, as gRPC's are.
+func published(header, trailer metadata.MD) ratelimit.Fields {
+	return func(name string) []string {
+		if v := header.Get(name); len(v) > 0 {
+			return v
+		}
+		return trailer.Get(name)
 	}
 }
 
 // limitedStreamer makes each stream attempt wait for its turn; the
 // attempt's status and trailer, seen when its messages end, tell g what
 // the server said.
-func limitedStreamer(g *ratelimit.Gate, streamer grpc.Streamer) grpc.Streamer {
+func limitedStreamer(g *ratelimit.Gate, streamer grpc.Streamer, quota bool) grpc.Streamer {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		r, err := g.Wait(ctx)
 		if err != nil {
@@ -120,16 +174,17 @@ func limitedStreamer(g *ratelimit.Gate, streamer grpc.Streamer) grpc.Streamer {
 			g.Observe(r, feedback(err, nil))
 			return nil, err
 		}
-		return &limitedStream{ClientStream: cs, ctx: ctx, gate: g, r: r}, nil
+		return &limitedStream{ClientStream: cs, ctx: ctx, gate: g, r: r, quota: quota}, nil
 	}
 }
 
 type limitedStream struct {
 	grpc.ClientStream
-	ctx  context.Context // the attempt's: it may hold a Verdict
-	gate *ratelimit.Gate
-	r    rebound.Reservation
-	done atomic.Bool
+	ctx   context.Context // the attempt's: it may hold a Verdict
+	gate  *ratelimit.Gate
+	r     rebound.Reservation
+	quota bool // read the quota the answer publishes
+	done  atomic.Bool
 }
 
 func (s *limitedStream) RecvMsg(m any) error {
@@ -139,7 +194,14 @@ func (s *limitedStream) RecvMsg(m any) error {
 		if err == io.EOF {
 			st = nil
 		}
-		s.gate.Answer(s.ctx, s.r, st != nil, feedback(st, s.ClientStream.Trailer()))
+		trailer := s.ClientStream.Trailer()
+		f := feedback(st, trailer)
+		if s.quota {
+			// The header has come: the messages have ended.
+			header, _ := s.ClientStream.Header()
+			f.Quota = s.gate.Quota(published(header, trailer))
+		}
+		s.gate.Answer(s.ctx, s.r, st != nil, f)
 	}
 	return err
 }

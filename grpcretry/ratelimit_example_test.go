@@ -70,3 +70,49 @@ func ExampleWithAdaptiveRateLimit() {
 	// OK
 	// 2 calls reached the server
 }
+
+// spentServer answers OK, publishing in its response metadata that its
+// quota is spent until a reset 30 seconds away.
+type spentServer struct {
+	testpb.UnimplementedTestServiceServer
+	calls atomic.Int32
+}
+
+func (s *spentServer) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	s.calls.Add(1)
+	grpc.SetHeader(ctx, metadata.Pairs("ratelimit", `"default";r=0;t=30`, "ratelimit-policy", `"default";q=100;w=60`))
+	return &testpb.SimpleResponse{}, nil
+}
+
+// Calling a service that publishes its quota in its response metadata:
+// the first answer says nothing is left until a reset 30s away, so the
+// next call, whose deadline is sooner, is not sent, before the server has
+// refused anything.
+func ExampleWithRateLimitQuota() {
+	srv := &spentServer{}
+	target, stop := serve(srv)
+	defer stop()
+	conn, err := grpc.NewClient(target, append(grpcretry.DialOptions(nil,
+		grpcretry.WithRateLimitQuota()),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	client := testpb.NewTestServiceClient(conn)
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := client.UnaryCall(ctx, &testpb.SimpleRequest{})
+		cancel()
+		if errors.Is(err, rebound.ErrRateLimited) {
+			fmt.Println(status.Code(err), "not sent: the quota is spent until after its deadline")
+			continue
+		}
+		fmt.Println(status.Code(err))
+	}
+	fmt.Println(srv.calls.Load(), "call reached the server")
+	// Output:
+	// OK
+	// ResourceExhausted not sent: the quota is spent until after its deadline
+	// 1 call reached the server
+}

@@ -91,7 +91,7 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		return nil, err
 	}
 	if c.opts.RateLimit != nil {
-		streamer = limitedStreamer(t.limit, streamer)
+		streamer = limitedStreamer(t.limit, streamer, c.opts.RateLimitQuota)
 	}
 	if c.opts.AdaptiveThrottle != nil {
 		streamer = gatedStreamer(t.gate, streamer)

@@ -69,7 +69,7 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 // attempts.
 func (c *Client) policed(ctx context.Context, t *target, cp callPolicy, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, n *int) error {
 	if c.opts.RateLimit != nil {
-		invoker = limitedInvoker(t.limit, invoker)
+		invoker = limitedInvoker(t.limit, invoker, c.opts.RateLimitQuota)
 	}
 	if c.opts.AdaptiveThrottle != nil {
 		invoker = gatedInvoker(t.gate, invoker)

@@ -65,6 +65,8 @@ type config struct {
 	headers requestHeaders
 	// rateLimitReset is WithRateLimitReset.
 	rateLimitReset bool
+	// rateLimitQuota is WithRateLimitQuota.
+	rateLimitQuota bool
 	// classify is WithClassifier's; nil for none.
 	classify func(Failure, rebound.RetryInfo) rebound.RetryInfo
 

@@ -43,6 +43,38 @@ func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimitConfig) Option {
 	})
 }
 
+// WithRateLimitQuota makes the adaptive rate limit (see
+// [WithAdaptiveRateLimit], which it turns on with the zero config if it is
+// not set) read the quota each response publishes, and pace the requests
+// to its host to it from the first response, before any 429: no faster
+// than the remaining quota over the time to its reset, shared by every
+// Transport of the process that has the same host and settings; clients
+// in other processes that read the same falling remainder move toward
+// even shares of it without talking (see [rebound.AdaptiveRateLimit]). It
+// reads, from the first of these a response carries: the IETF RateLimit
+// and RateLimit-Policy fields (draft-ietf-httpapi-ratelimit-headers, the
+// structured form of draft 08 on, `"default";r=50;t=30`, and the
+// dictionary of drafts 05-07, `limit=100, remaining=50, reset=30`); the
+// older drafts' RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset;
+// X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset, the
+// reset in delta-seconds or a Unix time (from 1000000000), either with a
+// fraction. The IETF fields are parsed as Structured Field Values (RFC
+// 9651) with github.com/dunglas/httpsfv.
+//
+// A quota is trusted only so far: one that is malformed or absurd (a
+// remainder that is negative or not a number, a reset in the past or more
+// than a day away, a limit of 0, a remainder above the limit, a limit that
+// changes within a window) is ignored, the learned rate stays in charge,
+// and the first such quota of each host is logged at warning level to the
+// [WithLogger] logger, or slog.Default() without one. With nothing left,
+// an attempt waits for the reset, but never longer than the Retry-After
+// cap ([WithRetryDelayCap]) nor past its context's deadline (it then fails
+// at once with [rebound.ErrRateLimited]). A host that publishes nothing
+// leaves the adaptive rate limit as it is without this option.
+func WithRateLimitQuota() Option {
+	return optionFunc(func(c *config) { c.rateLimitQuota = true })
+}
+
 // limitedBase is the base RoundTripper behind an adaptive rate limit per
 // host.
 type limitedBase struct {
@@ -83,7 +115,10 @@ func awaited(r *http.Request) bool { return ratelimit.Of(r.Context()) != nil }
 
 func (l *limitedBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	gate, _ := l.gates.Get(r.URL.Host, func() (*ratelimit.Gate, error) {
-		return &ratelimit.Gate{Limiter: ratelimit.Limiter(r.URL.Host, *l.cfg.rateLimit), Clock: l.cfg.clock}, nil
+		return &ratelimit.Gate{
+			Limiter: ratelimit.Limiter(r.URL.Host, *l.cfg.rateLimit), Clock: l.cfg.clock,
+			Server: r.URL.Host, Logger: l.cfg.logger, MaxWait: l.cfg.retryDelayCap,
+		}, nil
 	})
 	res, err := gate.Wait(r.Context())
 	if err != nil {
@@ -94,7 +129,11 @@ func (l *limitedBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	resp, err := l.base.RoundTrip(r)
 	if err == nil && resp != nil {
-		gate.Answer(r.Context(), res, true, l.feedback(resp))
+		f := l.feedback(resp)
+		if l.cfg.rateLimitQuota {
+			f.Quota = gate.Quota(resp.Header.Values)
+		}
+		gate.Answer(r.Context(), res, true, f)
 	} else {
 		gate.Answer(r.Context(), res, true, rebound.RateFeedback{})
 	}

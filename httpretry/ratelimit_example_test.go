@@ -57,3 +57,34 @@ func ExampleWithAdaptiveRateLimit() {
 	// 200
 	// 2 requests reached the server
 }
+
+// Calling an API that publishes its quota: the first response's
+// X-RateLimit fields (999 left until a reset 1s away) start the pace
+// before any 429, and the calls that follow keep to it.
+func ExampleWithRateLimitQuota() {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n := requests.Add(1)
+		w.Header().Set("X-RateLimit-Limit", "1000")
+		w.Header().Set("X-RateLimit-Remaining", fmt.Sprint(max(1000-n, 0)))
+		w.Header().Set("X-RateLimit-Reset", "1")
+	}))
+	defer srv.Close()
+
+	client := &http.Client{Transport: httpretry.NewTransport(nil,
+		httpretry.WithRateLimitQuota(), // turns on WithAdaptiveRateLimit too
+	)}
+	defer client.CloseIdleConnections()
+	for range 3 {
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			log.Fatal(err)
+		}
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"), "left")
+	}
+	// Output:
+	// 200 999 left
+	// 200 998 left
+	// 200 997 left
+}

@@ -131,6 +131,9 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	t.rec = rec
 	t.buffers.Limits = t.cfg.buffers
 	t.tracer = observe.NewTracer(t.cfg.tracer, "github.com/rebound-go/rebound/httpretry", observe.SystemHTTP)
+	if t.cfg.rateLimitQuota && t.cfg.rateLimit == nil {
+		t.cfg.rateLimit = &rebound.AdaptiveRateLimitConfig{}
+	}
 	if t.cfg.rateLimit != nil {
 		t.base = newLimitedBase(t.base, t.cfg)
 	}

@@ -163,6 +163,50 @@ func ExampleWithAdaptiveRateLimit() {
 	// 2 calls reached the server
 }
 
+// Calling a service that publishes its quota in its response headers:
+// the first answer says nothing is left until a reset 30s away (the IETF
+// RateLimit field), so the next call, whose deadline is sooner, is not
+// sent, before the server has refused anything.
+func ExampleWithRateLimitQuota() {
+	var calls atomic.Int32
+	server := connect.NewServer()
+	server.Register(connect.Method{Spec: greet, Handler: func(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+		var req wrapperspb.StringValue
+		if err := stream.Receive(&req); err != nil {
+			return err
+		}
+		calls.Add(1)
+		info, _ := connect.CallInfoForServerContext(ctx)
+		info.ResponseHeader().Set("RateLimit", `"default";r=0;t=30`)
+		return stream.Send(wrapperspb.String("hello, " + req.GetValue()))
+	}})
+
+	interceptor, err := connectretry.New(nil, connectretry.WithServerName("quota.example"), connectretry.WithRateLimitQuota())
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := connect.NewClient(connectinprocess.New(server), interceptor.WrapClient)
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		var res wrapperspb.StringValue
+		err := client.CallUnary(ctx, greet, wrapperspb.String("rebound"), &res)
+		cancel()
+		switch {
+		case errors.Is(err, rebound.ErrRateLimited):
+			fmt.Println(connect.CodeOf(err), "not sent: the quota is spent until after its deadline")
+		case err != nil:
+			fmt.Println(connect.CodeOf(err))
+		default:
+			fmt.Println("ok")
+		}
+	}
+	fmt.Println(calls.Load(), "call reached the server")
+	// Output:
+	// ok
+	// resource_exhausted not sent: the quota is spent until after its deadline
+	// 1 call reached the server
+}
+
 // A call retried twice, as its trace shows it: the call's span, a span per
 // attempt under it (failed attempts with their code), and the retry
 // decisions as events. Here the spans go to an in-memory exporter; in

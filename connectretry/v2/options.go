@@ -184,5 +184,6 @@ func buildOptions(opts []Option) engine.Options {
 		}
 		opt.apply(&o)
 	}
+	o.RateLimitOn()
 	return o
 }

@@ -34,3 +34,36 @@ import (
 func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimitConfig) Option {
 	return optionFunc(func(o *engine.Options) { o.SetRateLimit(c) })
 }
+
+// WithRateLimitQuota makes the adaptive rate limit (see
+// [WithAdaptiveRateLimit], which it turns on with the zero config if it is
+// not set) read the quota each answer publishes in its response headers (a failed call's trailers too), and
+// pace the calls to each server name to it from the first answer, before
+// any throttle: no faster than the remaining quota over the time to its
+// reset, shared by every client of the process with the same server name
+// and settings; clients in other processes that read the same falling
+// remainder move toward even shares of it without talking (see
+// [rebound.AdaptiveRateLimit]). It reads the fields httpretry's
+// WithRateLimitQuota reads, under the same names: from the first of these an
+// answer carries, the IETF RateLimit and RateLimit-Policy fields (draft-ietf-httpapi-ratelimit-headers, the
+// structured form of draft 08 on, `"default";r=50;t=30`, and the
+// dictionary of drafts 05-07, `limit=100, remaining=50, reset=30`);
+// the older drafts' RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset; X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset, the reset in delta-seconds or a
+// Unix time (from 1000000000), either with a fraction. The IETF fields are
+// parsed as Structured Field Values (RFC 9651) with
+// github.com/dunglas/httpsfv.
+//
+// A quota is trusted only so far: one that is malformed or absurd (a
+// remainder that is negative or not a number, a reset in the past or more
+// than a day away, a limit of 0, a remainder above the limit, a limit that
+// changes within a window) is ignored, the learned rate stays in charge,
+// and the first such quota of each server name is logged at warning level
+// to the [WithLogger] logger, or slog.Default() without one. With nothing
+// left, an attempt waits for the reset, but never longer than the
+// Retry-After cap ([WithRetryDelayCap]) nor past its context's deadline
+// (it then fails at once with CodeResourceExhausted and [rebound.ErrRateLimited]). A
+// server that publishes nothing leaves the adaptive rate limit as it is
+// without this option.
+func WithRateLimitQuota() Option {
+	return optionFunc(func(o *engine.Options) { o.SetRateLimitQuota() })
+}

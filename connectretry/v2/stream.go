@@ -6,6 +6,7 @@ import (
 	"connectrpc.com/connect/v2"
 
 	"github.com/rebound-go/rebound/connectretry/internal/engine"
+	"github.com/rebound-go/rebound/internal/ratelimit"
 )
 
 // stream opens a streaming call. A call under a retry policy gets an
@@ -104,6 +105,26 @@ func pushbackOf(info *connect.CallInfo) []string {
 	return info.ResponseHeader().Values(engine.PushbackHeader)
 }
 
+// Published returns the header fields of the answer (see
+// engine.Publisher).
+func (c *conn) Published(error) ratelimit.Fields { return published(c.info) }
+
+// published returns the header fields of an answer whose CallInfo is
+// info, where the rate limit reads the quota the server publishes: its
+// response headers, then its trailers (connect v2 puts a failed call's
+// there too).
+func published(info *connect.CallInfo) ratelimit.Fields {
+	if info == nil {
+		return nil
+	}
+	return func(name string) []string {
+		if v := info.ResponseHeader().Values(name); len(v) > 0 {
+			return v
+		}
+		return info.ResponseTrailer().Values(name)
+	}
+}
+
 // Metadata returns the attempt's CallInfo, whose response header and
 // trailer the classifier is shown.
 func (c *conn) Metadata() engine.Metadata {
@@ -192,6 +213,9 @@ func (c *onceStream) Receive(m any) error {
 		var pushback []string
 		if c.info != nil {
 			pushback = pushbackOf(c.info)
+		}
+		if c.once.ReadsQuota() {
+			c.once.Published(published(c.info))
 		}
 		c.once.Ended(err, pushback)
 		c.once.Closed()

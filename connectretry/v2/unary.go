@@ -166,6 +166,9 @@ func (us *unaryStream) attempt(ctx context.Context) (struct{}, error) {
 		return struct{}{}, us.u.End(err, nil, info)
 	}
 	err := us.exchange(s, us.res)
+	if us.u.ReadsQuota() {
+		us.u.Published(published(info))
+	}
 	var pushback []string
 	if err != nil || us.u.RateLimited() {
 		pushback = pushbackOf(info)
@@ -211,7 +214,11 @@ func (us *unaryStream) hedge() error {
 			return won{}, a.End(err, nil, info)
 		}
 		res := engine.NewMessage(us.res)
-		if err := us.exchange(s, res); err != nil {
+		err := us.exchange(s, res)
+		if a.ReadsQuota() {
+			a.Published(published(info))
+		}
+		if err != nil {
 			return won{}, a.End(err, pushbackOf(info), info)
 		}
 		var pushback []string

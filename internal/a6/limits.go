@@ -26,6 +26,19 @@ func (o *Options) SetRateLimit(c rebound.AdaptiveRateLimitConfig) {
 	o.RateLimit = &c
 }
 
+// SetRateLimitQuota is WithRateLimitQuota: it turns the rate limit on
+// with the zero config, unless WithAdaptiveRateLimit set one (before or
+// after: see RateLimitOn).
+func (o *Options) SetRateLimitQuota() { o.RateLimitQuota = true }
+
+// RateLimitOn gives WithRateLimitQuota a rate limit to read into, once
+// every option has been applied.
+func (o *Options) RateLimitOn() {
+	if o.RateLimitQuota && o.RateLimit == nil {
+		o.RateLimit = &rebound.AdaptiveRateLimitConfig{}
+	}
+}
+
 // Gates returns the adaptive throttle and the rate limit gates of server
 // name, on the clock clk, nil for an option that is off: every client of
 // the process with the same name and settings shares their throttle and
@@ -39,7 +52,10 @@ func (o *Options) Gates(name string, clk rebound.Clock) (*adaptive.Gate, *rateli
 		g = &adaptive.Gate{Throttle: adaptive.Throttle(name, *o.AdaptiveThrottle), Clock: clk, Random: o.Random}
 	}
 	if o.RateLimit != nil {
-		l = &ratelimit.Gate{Limiter: ratelimit.Limiter(name, *o.RateLimit), Clock: clk}
+		l = &ratelimit.Gate{Limiter: ratelimit.Limiter(name, *o.RateLimit), Clock: clk, Server: name, Logger: o.Logger, MaxWait: o.Hints.Cap}
+		if l.MaxWait == 0 {
+			l.MaxWait = rebound.DefaultRetryDelayCap
+		}
 	}
 	return g, l
 }

@@ -38,6 +38,9 @@ type Options struct {
 	AdaptiveThrottle *rebound.AdaptiveThrottleConfig
 	// RateLimit is WithAdaptiveRateLimit's settings; nil when off.
 	RateLimit *rebound.AdaptiveRateLimitConfig
+	// RateLimitQuota is WithRateLimitQuota: the rate limit reads the
+	// quota each answer publishes.
+	RateLimitQuota bool
 	// Err is the first invalid option, prefixed with the package name.
 	Err error
 

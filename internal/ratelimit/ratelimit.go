@@ -6,7 +6,9 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rebound-go/rebound"
@@ -38,11 +40,22 @@ func Limiter(name string, c rebound.AdaptiveRateLimitConfig) *rebound.AdaptiveRa
 // Count returns the number of limiters registered, for tests.
 func Count() int { return limiters.Len() }
 
-// Gate is one client's view of a limiter: its clock. A nil *Gate, or one
-// without a limiter, sends everything at once.
+// Gate is one client's view of a limiter: its clock, and what it does with
+// the quota a server publishes. A nil *Gate, or one without a limiter,
+// sends everything at once.
 type Gate struct {
 	Limiter *rebound.AdaptiveRateLimit
 	Clock   rebound.Clock // nil: the real clock
+
+	// Server names the server in the log line of an ignored quota.
+	Server string
+	// Logger takes that line, at warning level; nil for slog.Default().
+	Logger *slog.Logger
+	// MaxWait is the client's cap on a server's waits, the longest a
+	// quota may keep an attempt (rebound.Quota.MaxWait).
+	MaxWait time.Duration
+
+	warned atomic.Bool // the one line has been logged
 }
 
 // Wait takes a send token and waits for its turn, within ctx. When the
@@ -145,11 +158,44 @@ func (g *Gate) Cancel(r rebound.Reservation) {
 	}
 }
 
-// Observe tells the limiter the answer to the attempt sent with r.
+// Observe tells the limiter the answer to the attempt sent with r. A
+// quota the limiter ignores is logged, once for the gate.
 func (g *Gate) Observe(r rebound.Reservation, f rebound.RateFeedback) {
 	if g != nil && g.Limiter != nil {
-		g.Limiter.Observe(r, g.clock().Now(), f)
+		if err := g.Limiter.Observe(r, g.clock().Now(), f); err != nil {
+			g.warn(err)
+		}
 	}
+}
+
+// Quota returns the quota that a response's fields publish, with the
+// gate's MaxWait, for the answer's feedback; one that is malformed is
+// logged, once for the gate, and gives the zero Quota.
+func (g *Gate) Quota(get Fields) rebound.Quota {
+	if g == nil || g.Limiter == nil {
+		return rebound.Quota{}
+	}
+	q, err := ParseQuota(get, g.clock().Now())
+	if err != nil {
+		g.warn(err)
+		return rebound.Quota{}
+	}
+	q.MaxWait = g.MaxWait
+	return q
+}
+
+// warn logs err, the gate's first ignored quota; the others are ignored
+// in silence, so that a server that publishes nonsense on every answer
+// costs one line.
+func (g *Gate) warn(err error) {
+	if g.warned.Swap(true) {
+		return
+	}
+	l := g.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Warn("rebound: ignoring the rate-limit quota the server publishes; the learned rate stays in charge", slog.String("server", g.Server), slog.String("error", err.Error()))
 }
 
 // Answer tells the limiter the answer to the attempt sent with r, whose

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"time"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/ratelimit"
 )
 
 // This file is the "rate-limited API" scenario of issue 24: processes
@@ -78,7 +80,23 @@ type RateScenario struct {
 	Deadline time.Duration
 	// MaxAttempts of the retrying policies.
 	MaxAttempts int
+	// Window, when not 0, makes the server count requests in fixed
+	// windows of that length (Limit × Window each) instead of a token
+	// bucket; a refusal then waits for the window's end.
+	Window time.Duration
+	// Publish is the quota the server publishes on each answer.
+	Publish Publish
 }
+
+// Publish says which rate-limit fields a scenario's server publishes.
+type Publish int
+
+// What a server publishes.
+const (
+	PublishNone Publish = iota
+	PublishIETF
+	PublishX
+)
 
 // RateScenarios are the rows of `rebound sim -ratelimited`: issue 24's
 // benchmark (one process, 20 workers, 200 calls against 20 req/s with a
@@ -86,6 +104,9 @@ type RateScenario struct {
 var RateScenarios = []RateScenario{
 	{Name: "1 process x 20 workers", Processes: 1, Workers: 20, Calls: 200, Limit: 20, Burst: 2, Wait: time.Second, Deadline: 10 * time.Second, MaxAttempts: 3},
 	{Name: "10 processes x 2 workers, 300s", Processes: 10, Workers: 2, Duration: 300 * time.Second, Limit: 20, Burst: 2, Wait: time.Second, Deadline: 10 * time.Second, MaxAttempts: 3},
+	{Name: "IETF 1 process x 20 workers, 300s", Processes: 1, Workers: 20, Duration: 300 * time.Second, Limit: 20, Burst: 2, Wait: time.Second, Deadline: 10 * time.Second, MaxAttempts: 3, Window: 10 * time.Second, Publish: PublishIETF},
+	{Name: "IETF 10 processes x 2 workers, 300s", Processes: 10, Workers: 2, Duration: 300 * time.Second, Limit: 20, Burst: 2, Wait: time.Second, Deadline: 10 * time.Second, MaxAttempts: 3, Window: 10 * time.Second, Publish: PublishIETF},
+	{Name: "X 10 processes x 2 workers, 300s", Processes: 10, Workers: 2, Duration: 300 * time.Second, Limit: 20, Burst: 2, Wait: time.Second, Deadline: 10 * time.Second, MaxAttempts: 3, Window: 10 * time.Second, Publish: PublishX},
 }
 
 // RateResult is one policy's outcome in a RateScenario.
@@ -165,6 +186,8 @@ type rateRun struct {
 	t0     time.Time
 	tokens float64 // the server's bucket
 	last   time.Time
+	window time.Time // the fixed window's start
+	used   int64     // in it
 	seen   int64
 	ok     int64
 	calls  int64
@@ -180,16 +203,47 @@ func (r *rateRun) after(at time.Time, do func(time.Time)) {
 }
 
 // serve is the server's limiter: it reports whether it accepts a request
-// at now.
-func (r *rateRun) serve(now time.Time) bool {
+// at now, and the quota it publishes.
+func (r *rateRun) serve(now time.Time) (bool, rebound.Quota, time.Duration) {
 	r.seen++
+	if r.s.Window > 0 {
+		start := time.Unix(0, now.UnixNano()/int64(r.s.Window)*int64(r.s.Window))
+		if !start.Equal(r.window) {
+			r.window, r.used = start, 0
+		}
+		limit := int64(r.s.Limit * r.s.Window.Seconds())
+		ok := r.used < limit
+		if ok {
+			r.used++
+		}
+		end := start.Add(r.s.Window)
+		left := end.Sub(now)
+		// The fields as a server writes them, read as a client reads
+		// them: the reset in whole seconds, rounded up.
+		reset := (left + time.Second - 1) / time.Second
+		h := http.Header{}
+		switch r.s.Publish {
+		case PublishIETF:
+			h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, limit-r.used, reset))
+			h.Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=%d`, limit, r.s.Window/time.Second))
+		case PublishX:
+			h.Set("X-RateLimit-Limit", fmt.Sprint(limit))
+			h.Set("X-RateLimit-Remaining", fmt.Sprint(limit-r.used))
+			h.Set("X-RateLimit-Reset", fmt.Sprint(end.Add(time.Second-1).Unix()))
+		}
+		q, err := ratelimit.ParseQuota(h.Values, now)
+		if err != nil {
+			panic(err) // the sim's own fields
+		}
+		return ok, q, reset * time.Second
+	}
 	r.tokens = math.Min(r.s.Burst, r.tokens+now.Sub(r.last).Seconds()*r.s.Limit)
 	r.last = now
 	if r.tokens >= 1 {
 		r.tokens--
-		return true
+		return true, rebound.Quota{}, r.s.Wait
 	}
-	return false
+	return false, rebound.Quota{}, r.s.Wait
 }
 
 // proc is one process: its limiter, if its policy has one.
@@ -205,7 +259,7 @@ type proc struct {
 }
 
 func runRate(s RateScenario, p RatePolicy, seed uint64) (RateResult, error) {
-	r := &rateRun{s: s, p: p, rng: rand.New(rand.NewPCG(seed, uint64(p))), t0: time.Unix(1_000_000, 0), tokens: s.Burst}
+	r := &rateRun{s: s, p: p, rng: rand.New(rand.NewPCG(seed, uint64(p))), t0: time.Unix(1_700_000_000, 0), tokens: s.Burst}
 	r.last = r.t0
 	r.acceptedAt = make([][]time.Time, s.Processes)
 	for i := range s.Processes {
@@ -311,7 +365,9 @@ func (r *rateRun) attempt(pr *proc, now, deadline time.Time, n int) {
 	case RateRebound:
 		res, ok := pr.reb.ReserveBy(now, deadline)
 		if !ok {
-			r.done(pr, now, false) // rebound.ErrRateLimited, at once
+			// rebound.ErrRateLimited, at once; the worker pauses before
+			// its next call rather than spin.
+			r.after(now.Add(100*time.Millisecond), func(t time.Time) { r.done(pr, t, false) })
 			return
 		}
 		if res.Answer() != nil {
@@ -369,7 +425,7 @@ func (r *rateRun) attempt(pr *proc, now, deadline time.Time, n int) {
 
 // send sends attempt n at now; its answer comes back rtt later.
 func (r *rateRun) send(pr *proc, now, deadline time.Time, n int, res rebound.Reservation) {
-	ok := r.serve(now)
+	ok, quota, wait := r.serve(now)
 	if ok {
 		r.acceptedAt[pr.id] = append(r.acceptedAt[pr.id], now)
 	}
@@ -377,7 +433,12 @@ func (r *rateRun) send(pr *proc, now, deadline time.Time, n int, res rebound.Res
 	r.after(now.Add(rtt/2+time.Duration(r.rng.Int64N(int64(2*rtt)))), func(t time.Time) {
 		switch {
 		case pr.reb != nil:
-			pr.reb.Observe(res, t, rebound.RateFeedback{SlowDown: !ok, Wait: r.s.Wait})
+			f := rebound.RateFeedback{SlowDown: !ok, Wait: wait}
+			if ok {
+				f.Wait = 0
+			}
+			f.Quota = quota
+			pr.reb.Observe(res, t, f)
 			// The answer closes the slow start's channel: its waiters
 			// reserve again.
 			waiting := pr.waiting
@@ -403,7 +464,7 @@ func (r *rateRun) send(pr *proc, now, deadline time.Time, n int, res rebound.Res
 		if r.p == RateAWS {
 			d = time.Duration(r.rng.Float64() * math.Min(20, math.Pow(2, float64(n))) * float64(time.Second))
 		} else {
-			d = max(time.Duration(r.rng.Float64()*0.1*math.Pow(2, float64(n-1))*float64(time.Second)), r.s.Wait)
+			d = max(time.Duration(r.rng.Float64()*0.1*math.Pow(2, float64(n-1))*float64(time.Second)), wait)
 		}
 		if t.Add(d).After(deadline) {
 			r.done(pr, t, false)

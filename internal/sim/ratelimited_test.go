@@ -17,7 +17,7 @@ import (
 // seeds 1-8 the least share is 0.62 at worst, the AWS SDKs' mode's
 // 0.56).
 func TestRateLimited(t *testing.T) {
-	var by [2]map[RatePolicy]RateResult
+	by := make([]map[RatePolicy]RateResult, len(RateScenarios))
 	for i, s := range RateScenarios {
 		res, err := RunRateLimited(context.Background(), s, 1)
 		if err != nil {
@@ -39,6 +39,44 @@ func TestRateLimited(t *testing.T) {
 	}
 	if o := ten[RateOracle]; o.MinShare < 0.9 || o.MaxShare > 1.1 {
 		t.Errorf("the oracle's shares %.2f-%.2f: the share measure is off", o.MinShare, o.MaxShare)
+	}
+}
+
+// TestRateLimitedQuota runs the rows of servers that publish their quota
+// (issue 34), in fixed windows of 10s: IETF RateLimit fields with one
+// process and with ten, and X-RateLimit fields (the reset a Unix time)
+// with ten. Reading the quota, rebound's rate limit loses no call with
+// one process at at most 1.01 requests per call; with ten it completes at
+// least 99.5% of the calls at at most 1.05 requests per call, with Jain's
+// index at least 0.99 (over seeds 1-8: at least 99.9%, at most 1.031x,
+// Jain 0.990 at worst), ahead of the AWS SDKs' mode in the same run.
+func TestRateLimitedQuota(t *testing.T) {
+	for _, s := range RateScenarios {
+		if s.Publish == PublishNone {
+			continue
+		}
+		t.Run(s.Name, func(t *testing.T) {
+			res, err := RunRateLimited(context.Background(), s, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			by := map[RatePolicy]RateResult{}
+			for _, r := range res {
+				by[r.Policy] = r
+				t.Logf("%v: %.2f%% succeeded, %.3fx load, shares %.2f-%.2f, Jain %.4f", r.Policy, 100*r.Succeeded, r.Load, r.MinShare, r.MaxShare, r.Jain)
+			}
+			r, a := by[RateRebound], by[RateAWS]
+			if s.Processes == 1 {
+				if r.Succeeded < 1 || r.Load > 1.01 {
+					t.Errorf("rebound %.2f%% at %.3fx, want 100%% at at most 1.01x", 100*r.Succeeded, r.Load)
+				}
+			} else if r.Succeeded < 0.995 || r.Load > 1.05 || r.Jain < 0.99 {
+				t.Errorf("rebound %.2f%% at %.3fx, Jain %.4f; want at least 99.5%% at at most 1.05x, Jain at least 0.99", 100*r.Succeeded, r.Load, r.Jain)
+			}
+			if r.Succeeded <= a.Succeeded || r.Load >= a.Load && s.Processes > 1 {
+				t.Errorf("rebound %.2f%% at %.3fx, the AWS SDKs' mode %.2f%% at %.3fx: want more calls at less load", 100*r.Succeeded, r.Load, 100*a.Succeeded, a.Load)
+			}
+		})
 	}
 }
 

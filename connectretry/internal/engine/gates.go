@@ -20,6 +20,15 @@ type admission struct {
 	gate  *adaptive.Gate
 	limit *ratelimit.Gate
 	r     rebound.Reservation
+	// fields are the answer's header fields, where the rate limit reads
+	// the quota the server publishes (WithRateLimitQuota); nil for none.
+	fields ratelimit.Fields
+}
+
+// readsQuota reports whether the rate limit reads published quotas: the
+// front door then hands the engine each answer's fields.
+func (i *Interceptor) readsQuota() bool {
+	return i.opts.RateLimit != nil && i.opts.RateLimitQuota
 }
 
 // gated reports whether attempts must pass a gate.
@@ -60,7 +69,11 @@ func (i *Interceptor) answered(ctx context.Context, a *admission, err error, pus
 		code = i.major.Code(err)
 	}
 	if a.limit != nil {
-		a.limit.Answer(ctx, a.r, failed, i.RateFeedback(err, pushback))
+		f := i.RateFeedback(err, pushback)
+		if a.fields != nil && i.opts.RateLimitQuota {
+			f.Quota = a.limit.Quota(a.fields)
+		}
+		a.limit.Answer(ctx, a.r, failed, f)
 	}
 	if a.gate != nil && (!failed || adaptive.AcceptedCode(uint32(code))) {
 		a.gate.Accepted()

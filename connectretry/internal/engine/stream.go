@@ -46,6 +46,13 @@ type Conn interface {
 	Metadata() Metadata
 }
 
+// Publisher is a Conn that hands over its answer's header fields, where
+// the rate limit reads the quota the server publishes
+// (WithRateLimitQuota), once the response has ended with err.
+type Publisher interface {
+	Published(err error) ratelimit.Fields
+}
+
 // HeaderSender is a Conn that can send its request headers before any
 // message (v2's SendHeaders).
 type HeaderSender interface {
@@ -272,6 +279,17 @@ func (i *Interceptor) OnceStream(sp *StreamPlan, addr string) (*Once, error) {
 	return &Once{i: i, t: t, adm: adm, ctx: sp.ctx, cancel: sp.cancel}, nil
 }
 
+// ReadsQuota is Unary.ReadsQuota, for the stream o follows.
+func (o *Once) ReadsQuota() bool { return o != nil && o.i.readsQuota() }
+
+// Published is Unary.Published, for the stream o follows: call it before
+// Ended.
+func (o *Once) Published(f ratelimit.Fields) {
+	if o != nil {
+		o.adm.fields = f
+	}
+}
+
 // Ended tells o that the stream's response ended with err (io.EOF for
 // success), its answer carrying the pushback header values pushback. It
 // counts once; later calls do nothing.
@@ -384,6 +402,9 @@ func (s *Stream) tell(a *attempt, err error) {
 		var pushback []string
 		if !errors.Is(err, io.EOF) {
 			pushback = a.conn.Pushback(err)
+		}
+		if p, ok := a.conn.(Publisher); ok && s.i.readsQuota() {
+			a.adm.fields = p.Published(err)
 		}
 		s.i.answered(a.ctx, &a.adm, err, pushback)
 	}

@@ -215,6 +215,15 @@ func (u *Unary) Admit() error {
 	return err
 }
 
+// ReadsQuota reports whether the rate limit reads the quota an answer
+// publishes (WithRateLimitQuota): the front door then gives End's attempt
+// the answer's fields with Published first.
+func (u *Unary) ReadsQuota() bool { return u.i.readsQuota() }
+
+// Published gives the attempt in flight its answer's header fields, for
+// the rate limit to read the published quota from.
+func (u *Unary) Published(f ratelimit.Fields) { u.adm.fields = f }
+
 // End ends the attempt in flight with err (nil for success), whose answer
 // carried the pushback header values pushback and the metadata meta (for
 // the classifier), and returns the error to give the retry loop: nil, or
@@ -327,6 +336,12 @@ func (a *HedgeAttempt) Admit() error {
 	a.adm, err = a.u.i.admit(a.Ctx, a.u.t)
 	return err
 }
+
+// ReadsQuota is Unary.ReadsQuota.
+func (a *HedgeAttempt) ReadsQuota() bool { return a.u.i.readsQuota() }
+
+// Published is Unary.Published for the hedged attempt a.
+func (a *HedgeAttempt) Published(f ratelimit.Fields) { a.adm.fields = f }
 
 // End ends the attempt with err (nil for success), whose answer carried
 // the pushback header values pushback and the metadata meta, and returns

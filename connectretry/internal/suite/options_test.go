@@ -113,3 +113,7 @@ func withClassifier(f func(failed, rebound.RetryInfo) rebound.RetryInfo) option 
 		}),
 	}
 }
+
+func withRateLimitQuota() option {
+	return option{retryv1.WithRateLimitQuota(), retryv2.WithRateLimitQuota()}
+}

@@ -1,0 +1,173 @@
+package rebound
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+)
+
+func newQuotaLimit(t *testing.T) *AdaptiveRateLimit {
+	t.Helper()
+	l, err := NewAdaptiveRateLimit(AdaptiveRateLimitConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestQuotaPaces: the first quota a server publishes starts the limit at
+// the remainder over the time to its reset, before any refusal, and the
+// turns that follow are that far apart.
+func TestQuotaPaces(t *testing.T) {
+	l := newQuotaLimit(t)
+	now := time.Unix(1_000_000, 0)
+	if err := l.Observe(l.Reserve(now), now, RateFeedback{Quota: Quota{Remaining: 20, Reset: 10 * time.Second, Limit: 40}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := l.Rate(); math.Abs(r-2) > 0.01 {
+		t.Fatalf("rate %.3f/s after a quota of 20 left for 10s, want 2/s", r)
+	}
+	var prev time.Time
+	for i := range 5 {
+		r := l.Reserve(now)
+		if i > 0 {
+			if gap := r.Time().Sub(prev); gap < 490*time.Millisecond || gap > 510*time.Millisecond {
+				t.Fatalf("turn %d is %v after the one before, want 0.5s", i, gap)
+			}
+		}
+		prev = r.Time()
+	}
+}
+
+// TestQuotaSpentWaitsForReset: with nothing left, the next turn is at the
+// reset, and the turns after it follow at the rate, not all at the reset;
+// a reset further than the caller's cap (MaxWait) keeps no turn longer
+// than the cap.
+func TestQuotaSpentWaitsForReset(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	l := newQuotaLimit(t)
+	if err := l.Observe(l.Reserve(now), now, RateFeedback{Quota: Quota{Remaining: 0, Reset: 3 * time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	first := l.Reserve(now).Time()
+	if want := now.Add(3 * time.Second); !first.Equal(want) {
+		t.Fatalf("the first turn with nothing left is %v after the answer, want at the reset, 3s", first.Sub(now))
+	}
+	second := l.Reserve(now).Time()
+	if gap := second.Sub(first); gap <= 0 {
+		t.Fatalf("the second turn is %v after the first: a burst at the reset", gap)
+	}
+
+	l = newQuotaLimit(t)
+	if err := l.Observe(l.Reserve(now), now, RateFeedback{Quota: Quota{Remaining: 0, Reset: time.Hour, MaxWait: 5 * time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	if d := l.Reserve(now).Delay(now); d > 5*time.Second {
+		t.Fatalf("a turn waits %v for a reset an hour away, want at most the 5s cap", d)
+	}
+	if _, ok := l.ReserveBy(now, now.Add(2*time.Second)); ok {
+		t.Fatal("a turn past the deadline was given")
+	}
+}
+
+// TestQuotaAbsurdIgnored: a quota absurd in itself is ignored with an
+// error that says why, and the limiter goes on as if none had come.
+func TestQuotaAbsurdIgnored(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	for name, q := range map[string]Quota{
+		"negative remaining":   {Remaining: -1, Reset: time.Second},
+		"negative limit":       {Remaining: 1, Reset: time.Second, Limit: -5},
+		"reset in the past":    {Remaining: 1, Reset: -time.Second},
+		"reset years away":     {Remaining: 1, Reset: 3 * 365 * 24 * time.Hour},
+		"remaining over limit": {Remaining: 11, Reset: time.Second, Limit: 10},
+		"negative MaxWait":     {Remaining: 1, Reset: time.Second, MaxWait: -1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := newQuotaLimit(t)
+			err := l.Observe(l.Reserve(now), now, RateFeedback{Quota: q})
+			if !errors.Is(err, ErrQuota) {
+				t.Fatalf("Observe(%+v) = %v, want ErrQuota", q, err)
+			}
+			if r := l.Rate(); r != 0 {
+				t.Fatalf("rate %v after an ignored quota, want 0 (not limiting)", r)
+			}
+		})
+	}
+}
+
+// TestQuotaContradiction: a limit other than the one published before
+// within the same window is ignored, and the pace stays.
+func TestQuotaContradiction(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	l := newQuotaLimit(t)
+	if err := l.Observe(l.Reserve(now), now, RateFeedback{Quota: Quota{Remaining: 50, Reset: 10 * time.Second, Limit: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	before := l.Rate()
+	now = now.Add(time.Second)
+	err := l.Observe(l.Reserve(now), now, RateFeedback{Quota: Quota{Remaining: 1, Reset: 9 * time.Second, Limit: 5}})
+	if !errors.Is(err, ErrQuota) {
+		t.Fatalf("a limit of 5 within a window of 100: Observe = %v, want ErrQuota", err)
+	}
+	if r := l.Rate(); r < before*0.9 {
+		t.Fatalf("rate %.2f/s after the contradiction, was %.2f/s", r, before)
+	}
+}
+
+// TestQuotaExpires: once a window has passed its reset by its own length
+// with no quota since, the learned rate is in charge again; a throttle
+// under the quota cuts below the quota's rate.
+func TestQuotaExpires(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	l := newQuotaLimit(t)
+	if err := l.Observe(l.Reserve(now), now, RateFeedback{Quota: Quota{Remaining: 10, Reset: 10 * time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := l.Rate(); math.Abs(r-1) > 0.01 {
+		t.Fatalf("rate %.3f/s, want 1/s", r)
+	}
+	// Successes with no quota, past the window and another: the answers
+	// lift the learned rate, and nothing caps it at the old quota's.
+	for i := range 40 {
+		at := now.Add(21*time.Second + time.Duration(i)*100*time.Millisecond)
+		l.Observe(l.Reserve(at), at, RateFeedback{})
+	}
+	if r := l.Rate(); r <= 2 {
+		t.Fatalf("rate %.3f/s after the quota expired, want the learned rate above the old quota's 1/s", r)
+	}
+
+	l = newQuotaLimit(t)
+	q := Quota{Remaining: 100, Reset: 10 * time.Second}
+	l.Observe(l.Reserve(now), now, RateFeedback{Quota: q})
+	for i := range 10 {
+		at := now.Add(time.Duration(i) * 100 * time.Millisecond)
+		q.Remaining--
+		q.Reset = 10*time.Second - time.Duration(i)*100*time.Millisecond
+		l.Observe(l.Reserve(at), at, RateFeedback{Quota: q})
+	}
+	paced := l.Rate()
+	at := now.Add(time.Second)
+	l.Observe(l.Reserve(at), at, RateFeedback{SlowDown: true, Quota: q})
+	if r := l.Rate(); r >= paced {
+		t.Fatalf("rate %.2f/s after a throttle under a quota pace of %.2f/s, want a cut", r, paced)
+	}
+}
+
+// TestQuotaSpentFirstCapped: a quota spent when first seen keeps turns no
+// further apart than the caller's cap.
+func TestQuotaSpentFirstCapped(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	l := newQuotaLimit(t)
+	if err := l.Observe(l.Reserve(now), now, RateFeedback{Quota: Quota{Remaining: 0, Reset: time.Minute, MaxWait: 200 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	prev := now
+	for i := range 5 {
+		at := l.Reserve(now).Time()
+		if gap := at.Sub(prev); gap > 200*time.Millisecond {
+			t.Fatalf("turn %d is %v after the one before, want at most the 200ms cap", i, gap)
+		}
+		prev = at
+	}
+}
