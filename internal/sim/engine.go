@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -70,36 +69,14 @@ const (
 	answer
 )
 
+// event is what happens when a [timed] event falls due.
 type event struct {
-	at   time.Duration
-	seq  uint64 // orders events of the same instant by when they were made
 	kind eventKind
 	ok   bool  // for answer: the attempt succeeded
 	req  int32 // index in engine.arr and engine.reqs
 	// pushback is the shedder's answer to a refused attempt: 0 for none,
 	// a delay, or -1 for stop.
 	pushback time.Duration
-}
-
-// eventQueue is a min-heap of events by (at, seq), for container/heap.
-// Events hold no pointers, so moving them costs the garbage collector
-// nothing.
-type eventQueue []event
-
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
-	}
-	return q[i].seq < q[j].seq
-}
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	ev := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return ev
 }
 
 // virtualClock is the simulation's time as a [rebound.Clock]. The
@@ -244,8 +221,9 @@ const ctxCheckEvery = 1 << 16
 
 func (e *engine) run(ctx context.Context) (Result, error) {
 	for {
-		fromArrivals := e.next < len(e.arr) && (len(e.queue) == 0 || e.arr[e.next].at <= e.queue[0].at)
-		if !fromArrivals && len(e.queue) == 0 {
+		head, queue := e.queue.earliest()
+		fromArrivals := e.next < len(e.arr) && (head == nil || e.arr[e.next].at <= head.at)
+		if !fromArrivals && head == nil {
 			return e.result(), nil
 		}
 		if e.events >= e.maxEvents {
@@ -261,12 +239,12 @@ func (e *engine) run(ctx context.Context) (Result, error) {
 			err = e.arrive(int32(e.next))
 			e.next++
 		} else {
-			ev := heap.Pop(&e.queue).(event)
+			ev := e.queue.pop(queue)
 			e.now = ev.at
-			if ev.kind == sendAttempt {
-				e.send(ev.req)
+			if ev.v.kind == sendAttempt {
+				e.send(ev.v.req)
 			} else {
-				err = e.answer(ev.req, ev.ok, ev.pushback)
+				err = e.answer(ev.v.req, ev.v.ok, ev.v.pushback)
 			}
 		}
 		if err != nil {
@@ -281,7 +259,7 @@ func (e *engine) inOutage(t time.Duration) bool {
 
 func (e *engine) schedule(at time.Duration, kind eventKind, ok bool, r int32) {
 	e.seq++
-	heap.Push(&e.queue, event{at: at, seq: e.seq, kind: kind, ok: ok, req: r})
+	e.queue.push(timed[event]{at: at, seq: e.seq, v: event{kind: kind, ok: ok, req: r}})
 }
 
 func (e *engine) arrive(r int32) error {
@@ -333,8 +311,8 @@ func (e *engine) send(r int32) {
 		return
 	}
 	e.seq++
-	heap.Push(&e.queue, event{at: e.now + refusalDelay, seq: e.seq, kind: answer, req: r,
-		pushback: e.fleet.pushback(e.c, epoch.Add(e.now), limit)})
+	e.queue.push(timed[event]{at: e.now + refusalDelay, seq: e.seq, v: event{kind: answer, req: r,
+		pushback: e.fleet.pushback(e.c, epoch.Add(e.now), limit)}})
 }
 
 func (e *engine) answer(r int32, ok bool, pushback time.Duration) error {
