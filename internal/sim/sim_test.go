@@ -39,6 +39,32 @@ func run(t testing.TB, c Config) *Report {
 	return r
 }
 
+// runPolicies simulates c for the policies ps alone, in that order, for a
+// test that looks at no others.
+func runPolicies(t *testing.T, c Config, ps ...Policy) []Result {
+	t.Helper()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	arr := arrivals(c)
+	var out []Result
+	for _, p := range ps {
+		e, err := newEngine(c, p, arr, interval(c.Duration), MaxEvents)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Policy != p {
+			t.Fatalf("simulated %v, want %v", res.Policy, p)
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
 // checkInvariants checks what holds for every policy in every scenario.
 func checkInvariants(t *testing.T, r *Report) {
 	t.Helper()
