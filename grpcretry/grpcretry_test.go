@@ -29,9 +29,22 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // retryConfig is a service config with a retry policy on the test service.
 func retryConfig(t testing.TB, maxAttempts int, codes string, extra string) *serviceconfig.Config {
 	t.Helper()
+	return backoffConfig(t, maxAttempts, "0.1s", codes, extra)
+}
+
+// backoffConfig is retryConfig with an initial backoff of its own (and a
+// maxBackoff ten times that). A test of a backoff that would pass the
+// call's deadline uses minutes of both, so that the deadline is far
+// longer than any attempt takes on a busy machine.
+func backoffConfig(t testing.TB, maxAttempts int, backoff, codes string, extra string) *serviceconfig.Config {
+	t.Helper()
+	d, err := time.ParseDuration(backoff)
+	if err != nil {
+		t.Fatal(err)
+	}
 	js := fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],"retryPolicy":{
-		"maxAttempts":%d,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,
-		"retryableStatusCodes":[%s]}}]%s}`, grpctest.Service, maxAttempts, codes, extra)
+		"maxAttempts":%d,"initialBackoff":%q,"maxBackoff":"%gs","backoffMultiplier":2,
+		"retryableStatusCodes":[%s]}}]%s}`, grpctest.Service, maxAttempts, backoff, 10*d.Seconds(), codes, extra)
 	cfg, err := serviceconfig.Parse([]byte(js))
 	if err != nil {
 		t.Fatal(err)
@@ -276,17 +289,18 @@ func TestNonRetryableFailuresDoNotThrottle(t *testing.T) {
 
 func TestDeadlineCoversAllAttempts(t *testing.T) {
 	srv := grpctest.Start(t, failFirst(1000, codes.Unavailable))
-	cfg := retryConfig(t, 5, `"UNAVAILABLE"`, "")
-	// The backoff would be 90ms; the deadline is 60ms away on the clock
-	// (which stands still), so no wait may start: the call gives up at
-	// once rather than sleep past its deadline.
+	cfg := backoffConfig(t, 5, "600s", `"UNAVAILABLE"`, "")
+	// The backoff would be 9 minutes; the deadline is 1 minute away on
+	// the clock (which stands still), so no wait may start: the call gives
+	// up at once rather than sleep past its deadline. The first attempt
+	// has that minute to fail.
 	clk := clocktest.New()
 	c, err := grpcretry.New(cfg, grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.9)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
-	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(60*time.Millisecond))
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(time.Minute))
 	defer cancel()
 	_, err = tc.UnaryCall(ctx, grpctest.Request("x"))
 	if !errors.Is(err, rebound.ErrDeadline) || status.Code(err) != codes.Unavailable {
