@@ -261,25 +261,51 @@ func TestDeadlineCoversAllAttempts(t *testing.T) {
 func TestDeadlineDuringAttempt(t *testing.T) {
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
-			// The handler outlasts the caller's deadline whatever its own:
-			// a server that gave up first would make the failure retryable.
-			release := make(chan struct{})
-			defer close(release)
-			srv := startServer(t, handlers{unary: func(context.Context, int, *request) (*connect.Response[msg], error) {
-				<-release
-				return nil, connect.NewError(connect.CodeUnavailable, errors.New("too late"))
-			}}, p.http2)
-			c, _ := dial(t, srv, p, retryConfig(t, 5, `"UNAVAILABLE","DEADLINE_EXCEEDED"`, ""))
-			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-			defer cancel()
-			_, err := call(ctx, c.unary, "x")
-			if connect.CodeOf(err) != connect.CodeDeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("err %v, want deadline_exceeded", err)
-			}
-			if srv.count(unary) != 1 {
-				t.Fatalf("%d attempts, want 1", srv.count(unary))
+			// The deadline must pass while the attempt is at the server.
+			// On a busy machine the attempt may not get there before a
+			// short deadline; then the call ends all the same, and the
+			// test tries again with twice the deadline.
+			for d := 50 * time.Millisecond; ; d *= 2 {
+				if deadlineDuringAttempt(t, p, d) {
+					return
+				}
+				if d > 10*time.Second {
+					t.Fatalf("no attempt reached the server within %v", d)
+				}
+				t.Logf("no attempt reached the server within %v: again with %v", d, 2*d)
 			}
 		})
+	}
+}
+
+// deadlineDuringAttempt makes a call whose deadline, d away, passes while
+// its attempt is at a server that outlasts it, and reports whether the
+// attempt got there.
+func deadlineDuringAttempt(t *testing.T, p protocol, d time.Duration) bool {
+	t.Helper()
+	// The handler outlasts the caller's deadline whatever its own: a
+	// server that gave up first would make the failure retryable.
+	release := make(chan struct{})
+	defer close(release)
+	srv := startServer(t, handlers{unary: func(context.Context, int, *request) (*connect.Response[msg], error) {
+		<-release
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("too late"))
+	}}, p.http2)
+	c, _ := dial(t, srv, p, retryConfig(t, 5, `"UNAVAILABLE","DEADLINE_EXCEEDED"`, ""))
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	_, err := call(ctx, c.unary, "x")
+	if connect.CodeOf(err) != connect.CodeDeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want deadline_exceeded", err)
+	}
+	switch n := srv.count(unary); n {
+	case 0:
+		return false
+	case 1:
+		return true
+	default:
+		t.Fatalf("%d attempts, want 1", n)
+		return false
 	}
 }
 
