@@ -17,6 +17,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/connectretry"
 	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/stretch"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -263,49 +264,34 @@ func TestDeadlineDuringAttempt(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			// The deadline must pass while the attempt is at the server.
 			// On a busy machine the attempt may not get there before a
-			// short deadline; then the call ends all the same, and the
-			// test tries again with twice the deadline.
-			for d := 50 * time.Millisecond; ; d *= 2 {
-				if deadlineDuringAttempt(t, p, d) {
-					return
+			// short deadline; the call ends all the same, and the test
+			// tries again with a longer one.
+			stretch.Run(t, 50*time.Millisecond, 7*time.Second, func(d time.Duration) error {
+				// The handler outlasts the caller's deadline whatever its
+				// own: a server that gave up first would make the failure
+				// retryable.
+				release := make(chan struct{})
+				defer close(release)
+				srv := startServer(t, handlers{unary: func(context.Context, int, *request) (*connect.Response[msg], error) {
+					<-release
+					return nil, connect.NewError(connect.CodeUnavailable, errors.New("too late"))
+				}}, p.http2)
+				c, _ := dial(t, srv, p, retryConfig(t, 5, `"UNAVAILABLE","DEADLINE_EXCEEDED"`, ""))
+				ctx, cancel := context.WithTimeout(context.Background(), d)
+				defer cancel()
+				_, err := call(ctx, c.unary, "x")
+				if connect.CodeOf(err) != connect.CodeDeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("err %v, want deadline_exceeded", err)
 				}
-				if d > 10*time.Second {
-					t.Fatalf("no attempt reached the server within %v", d)
+				switch n := srv.count(unary); {
+				case n == 0:
+					return errors.New("the attempt did not reach the server before the deadline")
+				case n > 1:
+					t.Fatalf("%d attempts, want 1", n)
 				}
-				t.Logf("no attempt reached the server within %v: again with %v", d, 2*d)
-			}
+				return nil
+			})
 		})
-	}
-}
-
-// deadlineDuringAttempt makes a call whose deadline, d away, passes while
-// its attempt is at a server that outlasts it, and reports whether the
-// attempt got there.
-func deadlineDuringAttempt(t *testing.T, p protocol, d time.Duration) bool {
-	t.Helper()
-	// The handler outlasts the caller's deadline whatever its own: a
-	// server that gave up first would make the failure retryable.
-	release := make(chan struct{})
-	defer close(release)
-	srv := startServer(t, handlers{unary: func(context.Context, int, *request) (*connect.Response[msg], error) {
-		<-release
-		return nil, connect.NewError(connect.CodeUnavailable, errors.New("too late"))
-	}}, p.http2)
-	c, _ := dial(t, srv, p, retryConfig(t, 5, `"UNAVAILABLE","DEADLINE_EXCEEDED"`, ""))
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	_, err := call(ctx, c.unary, "x")
-	if connect.CodeOf(err) != connect.CodeDeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err %v, want deadline_exceeded", err)
-	}
-	switch n := srv.count(unary); n {
-	case 0:
-		return false
-	case 1:
-		return true
-	default:
-		t.Fatalf("%d attempts, want 1", n)
-		return false
 	}
 }
 
