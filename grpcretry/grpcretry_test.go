@@ -65,12 +65,19 @@ func failFirst(n int, code codes.Code) grpctest.Handlers {
 // client dials srv through rebound with a fake clock that records sleeps.
 func client(t testing.TB, srv *grpctest.Server, cfg *serviceconfig.Config, opts ...grpcretry.Option) (testpb.TestServiceClient, *clocktest.Clock) {
 	t.Helper()
+	tc, _, clk := statsClient(t, srv, cfg, opts...)
+	return tc, clk
+}
+
+// statsClient is client with the grpcretry.Client too, for its Stats.
+func statsClient(t testing.TB, srv *grpctest.Server, cfg *serviceconfig.Config, opts ...grpcretry.Option) (testpb.TestServiceClient, *grpcretry.Client, *clocktest.Clock) {
+	t.Helper()
 	clk := clocktest.NewAuto()
 	c, err := grpcretry.New(cfg, append([]grpcretry.Option{grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.5))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...)), clk
+	return testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...)), c, clk
 }
 
 func previous(attempts []grpctest.Attempt) []int {
