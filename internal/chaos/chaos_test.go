@@ -2,6 +2,9 @@ package chaos
 
 import (
 	"context"
+	"errors"
+	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -49,13 +52,24 @@ func TestFaultsAndRestart(t *testing.T) {
 	if s.Attempts() != 400 {
 		t.Fatalf("Attempts = %d, want 400", s.Attempts())
 	}
-	s.Stop()
+	s.Down()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	_, err = c.UnaryCall(ctx, &testpb.SimpleRequest{})
 	cancel()
 	if status.Code(err) == codes.OK {
-		t.Fatal("a stopped server answered")
+		t.Fatal("a server that is down answered")
 	}
+	// It keeps its address, where a new connection is reset, as one to a
+	// port nobody listens on is refused.
+	conn, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatalf("the address of a server that is down: %v", err)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := conn.Read(make([]byte, 1)); n != 0 || err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a connection to a server that is down read %d bytes, %v; want it reset", n, err)
+	}
+	conn.Close()
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +78,18 @@ func TestFaultsAndRestart(t *testing.T) {
 	_, err = c.UnaryCall(ctx, &testpb.SimpleRequest{}, grpc.WaitForReady(true))
 	if c := status.Code(err); c != codes.OK && c != codes.Unavailable && c != codes.InvalidArgument {
 		t.Fatalf("after restart: %v", err)
+	}
+	if err := s.Restart(); err == nil {
+		t.Fatal("Restart of a running server did not fail")
+	}
+	// Stop gives the address up: nothing accepts connections there.
+	s.Stop()
+	if conn, err := net.Dial("tcp", s.Addr); err == nil {
+		conn.Close()
+		t.Fatal("a stopped server's address accepts connections")
+	}
+	if err := s.Restart(); err == nil {
+		t.Fatal("Restart after Stop did not fail")
 	}
 }
 

@@ -161,7 +161,7 @@ func TestChaosSoak(t *testing.T) {
 	down := time.NewTimer(d * 75 / 100)
 	select {
 	case <-down.C:
-		srv.Stop()
+		srv.Down()
 		time.Sleep(d / 50)
 		if err := srv.Restart(); err != nil {
 			t.Errorf("restart: %v", err)
