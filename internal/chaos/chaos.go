@@ -88,6 +88,7 @@ type Server struct {
 	loads []int64 // attempts per slice
 
 	attempts atomic.Int64
+	down     atomic.Bool // SetOutage(true)
 }
 
 // Start starts a server with f; seed makes its fault draws repeatable. slice
@@ -166,6 +167,11 @@ func (s *Server) Stop() {
 	}
 }
 
+// SetOutage starts an outage, in which every call fails with UNAVAILABLE
+// at once, as in one of Faults.Outages, or ends it: for a test whose
+// outage lasts until enough calls have met it, however long they take.
+func (s *Server) SetOutage(on bool) { s.down.Store(on) }
+
 // Attempts returns the number of unary attempts the server has seen.
 func (s *Server) Attempts() int64 { return s.attempts.Load() }
 
@@ -198,6 +204,9 @@ func (s *Server) decide() verdict {
 	}
 	s.loads[i]++
 	f := s.faults
+	if s.down.Load() {
+		return verdict{code: codes.Unavailable}
+	}
 	for _, w := range f.Outages {
 		if now >= w.Start && now < w.End {
 			return verdict{code: codes.Unavailable}

@@ -103,8 +103,37 @@ func TestOutage(t *testing.T) {
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("during an outage: %v", err)
 	}
-	if l := s.Load(); len(l) != 1 || l[0] != 1 {
-		t.Fatalf("load %v, want [1]", l)
+	// One attempt, in whichever slice the call took to arrive.
+	if l := s.Load(); len(l) == 0 || l[len(l)-1] != 1 || sum(l) != 1 {
+		t.Fatalf("load %v, want one attempt in the last slice", l)
+	}
+}
+
+func sum(l []int64) (n int64) {
+	for _, v := range l {
+		n += v
+	}
+	return n
+}
+
+func TestSetOutage(t *testing.T) {
+	s, err := Start(Faults{}, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	c := dial(t, s.Addr)
+	for _, tc := range []struct {
+		outage bool
+		want   codes.Code
+	}{{false, codes.OK}, {true, codes.Unavailable}, {false, codes.OK}} {
+		s.SetOutage(tc.outage)
+		if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); status.Code(err) != tc.want {
+			t.Fatalf("outage %v: %v, want %v", tc.outage, err, tc.want)
+		}
+	}
+	if n := s.Attempts(); n != 3 {
+		t.Fatalf("%d attempts, want 3", n)
 	}
 }
 
