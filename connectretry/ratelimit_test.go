@@ -59,9 +59,11 @@ func scriptedServer(t *testing.T) (*server, *atomic.Pointer[answer]) {
 }
 
 // limitedClients call s through rebound with a manual clock and an
-// adaptive rate limit of their own server name.
+// adaptive rate limit of their own server name. The clock is an hour
+// ahead, so that a deadline set from it near a turn leaves the network
+// time on a busy machine.
 func limitedClients(t *testing.T, s *server, cfg *serviceconfig.Config, opts ...connectretry.Option) (clients, *clocktest.Clock) {
-	clk := clocktest.New()
+	clk := clocktest.NewAhead()
 	i, err := connectretry.New(cfg, append([]connectretry.Option{connectretry.WithClock(clk), connectretry.WithRandom(clocktest.NewRand(0.5)),
 		connectretry.WithServerName(fmt.Sprint("ratelimit-", t.Name(), time.Now().UnixNano())),
 		connectretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{})}, opts...)...)
