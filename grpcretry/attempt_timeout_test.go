@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -587,5 +588,81 @@ func TestPerAttemptTimeoutHeadersAtTheInstant(t *testing.T) {
 			t.Fatalf("call %d: end of stream: %v", i, err)
 		}
 		cancel()
+	}
+}
+
+// lateHeaders is the first attempt's stream of
+// TestPerAttemptTimeoutMessageAsTimerFires: its headers reach rebound only
+// after its timer has fired and the application has read from it twice,
+// and its message reaches the application only after the timer has fired,
+// so that the message is read while the cut attempt is not yet judged, as
+// on a busy machine it may be.
+type lateHeaders struct {
+	grpc.ClientStream
+	ctx    context.Context
+	reads  atomic.Int32
+	second chan struct{} // closed on the second read
+}
+
+func (s *lateHeaders) Header() (metadata.MD, error) {
+	<-s.ctx.Done()
+	<-s.second
+	return s.ClientStream.Header()
+}
+
+func (s *lateHeaders) RecvMsg(m any) error {
+	<-s.ctx.Done() // grpc-go gives what it has buffered before the cut
+	if s.reads.Add(1) == 2 {
+		close(s.second)
+	}
+	return s.ClientStream.RecvMsg(m)
+}
+
+// TestPerAttemptTimeoutMessageAsTimerFires: a message that the
+// application reads from an attempt whose timer has fired, before the cut
+// attempt is judged, does not commit the call to it: the message is
+// dropped, unseen, and the retry's is read, never the cut attempt's
+// DEADLINE_EXCEEDED after it.
+func TestPerAttemptTimeoutMessageAsTimerFires(t *testing.T) {
+	srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(n int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+		if err := s.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: []byte(fmt.Sprint(n))}}); err != nil {
+			return err
+		}
+		if n == 1 {
+			<-s.Context().Done() // a long stream, until the client cuts it
+			return s.Context().Err()
+		}
+		return nil
+	}})
+	var attempts atomic.Int32
+	late := grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil || attempts.Add(1) > 1 {
+			return cs, err
+		}
+		return &lateHeaders{ClientStream: cs, ctx: ctx, second: make(chan struct{})}, nil
+	})
+	c, err := grpcretry.New(retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(attemptTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := testpb.NewTestServiceClient(srv.Dial(t, append(c.DialOptions(), late)...))
+	var n int
+	st, err := tc.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{}, grpcretry.CountAttempts(&n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.Recv()
+	if err != nil {
+		t.Fatalf("first message: %v, want the retry's", err)
+	}
+	if _, err := st.Recv(); err != io.EOF {
+		t.Fatalf("end of stream after message %q: %v, want io.EOF", m.GetPayload().GetBody(), err)
+	}
+	if got := string(m.GetPayload().GetBody()); got != "2" || n != 2 {
+		t.Fatalf("message %q after %d attempts, want the second attempt's after 2", got, n)
+	}
+	if cut := c.Stats()[grpctest.StreamingOutputCall].AttemptTimeouts; cut != 1 {
+		t.Fatalf("%d attempts cut, want 1", cut)
 	}
 }
