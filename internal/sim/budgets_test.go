@@ -16,6 +16,7 @@ import (
 // retry in flight, waiting out its backoff (about 0.75s), against 20 new
 // requests a second.
 func TestMeshBudgetsHoldTheirRatios(t *testing.T) {
+	t.Parallel()
 	c := DefaultConfig
 	c.Ratio = rebound.RatioBudgetConfig{Ratio: 0.1, TTL: 10 * time.Second}
 	c.Concurrency = rebound.ConcurrencyBudgetConfig{Percent: 10, MinConcurrency: 1}

@@ -32,6 +32,7 @@ func fleetRows() (Config, []FleetScenario) {
 // client sees a thin slice of the traffic, the server's shedder does not,
 // and the adaptive throttle does not depend on the fleet's size.
 func TestFleet(t *testing.T) {
+	t.Parallel()
 	base, rows := fleetRows()
 	reports, err := RunFleet(context.Background(), base, rows)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 // seeds 1-8 the least share is 0.62 at worst, the AWS SDKs' mode's
 // 0.56).
 func TestRateLimited(t *testing.T) {
+	t.Parallel()
 	var by [2]map[RatePolicy]RateResult
 	for i, s := range RateScenarios {
 		res, err := RunRateLimited(context.Background(), s, 1)
@@ -44,6 +45,7 @@ func TestRateLimited(t *testing.T) {
 }
 
 func TestRateLimitedDeterministic(t *testing.T) {
+	t.Parallel()
 	s := RateScenarios[1]
 	if testing.Short() {
 		// A minute meets every limiter's throttling and the calls'

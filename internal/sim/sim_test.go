@@ -10,6 +10,10 @@ import (
 	"time"
 )
 
+// The tests that simulate whole scenarios run in parallel: each takes
+// seconds of CPU under -race, and in go test ./... this package is often
+// the last to finish, with a CPU to spare.
+
 // small is a scenario that runs in a few milliseconds.
 func small() Config {
 	c := DefaultConfig
@@ -133,6 +137,7 @@ func checkInvariants(t *testing.T, r *Report) {
 // built for: per-request limits alone multiply the load of an outage, a
 // per-client budget keeps it near 1.1×.
 func TestDefaultScenario(t *testing.T) {
+	t.Parallel()
 	r := run(t, DefaultConfig)
 	checkInvariants(t, r)
 	none, naive, throttle, bucket := r.Results[NoRetries], r.Results[Naive], r.Results[Throttled], r.Results[Bucket]
@@ -187,6 +192,7 @@ func TestDefaultScenario(t *testing.T) {
 }
 
 func TestDeterministic(t *testing.T) {
+	t.Parallel()
 	c := small()
 	a, b := run(t, c), run(t, c)
 	if !reflect.DeepEqual(a, b) {
@@ -199,6 +205,7 @@ func TestDeterministic(t *testing.T) {
 }
 
 func TestScenarios(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		edit  func(*Config)
