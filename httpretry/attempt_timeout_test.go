@@ -37,6 +37,17 @@ func attempts(client *http.Client, method string, srv *server) (n int, cut uint6
 	return 1 + int(st.Retries.Attempts), st.AttemptTimeouts
 }
 
+// getBody gets url with client and returns the response's body, read and
+// closed, so that a try that ends early leaves no connection behind.
+func getBody(t *testing.T, client *http.Client, url string) (string, error) {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		return "", err
+	}
+	return readAll(t, resp), nil
+}
+
 // allCut reports whether a request's n attempts are accounted for when
 // only their timers cut them: all but the last when it succeeded, all of
 // them when it failed with ErrAttemptTimeout.
@@ -73,7 +84,7 @@ func TestPerAttemptTimeoutRetries(t *testing.T) {
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
 		srv := newServer(t, hangFirst(1))
 		client, _ := newClient(t, httpretry.WithPerAttemptTimeout(d))
-		resp, err := client.Get(srv.URL)
+		got, err := getBody(t, client, srv.URL)
 		n, cut := attempts(client, http.MethodGet, srv)
 		if !allCut(err, n, cut) {
 			t.Fatalf("%v after %d attempts, %d cut: every attempt but one that answered must have been cut", err, n, cut)
@@ -81,7 +92,7 @@ func TestPerAttemptTimeoutRetries(t *testing.T) {
 		if err != nil || n > 2 {
 			return tooSlow(fmt.Sprint(err), n, 2, cut)
 		}
-		if got := readAll(t, resp); got != "attempt 2" || srv.attempts() != 2 || n != 2 {
+		if got != "attempt 2" || srv.attempts() != 2 || n != 2 {
 			t.Fatalf("got %q after %d attempts, server saw %d; want attempt 2 after 2", got, n, srv.attempts())
 		}
 		return nil
@@ -175,6 +186,9 @@ func TestPerAttemptTimeoutNotIdempotent(t *testing.T) {
 					req.Header.Set("Idempotency-Key", "k1")
 				}
 				resp, err := client.Do(req)
+				if err == nil {
+					readAll(t, resp)
+				}
 				n, cut := attempts(client, http.MethodPost, srv)
 				if tc.key {
 					if !allCut(err, n, cut) {
@@ -183,7 +197,6 @@ func TestPerAttemptTimeoutNotIdempotent(t *testing.T) {
 					if err != nil || n > tc.attempts {
 						return tooSlow(fmt.Sprint(err), n, tc.attempts, cut)
 					}
-					readAll(t, resp)
 				} else if !errors.Is(err, rebound.ErrAttemptTimeout) || !errors.Is(err, rebound.ErrNotRetryable) {
 					t.Fatalf("err %v, want the per-attempt timeout, not retryable", err)
 				}
@@ -364,7 +377,7 @@ func TestPerAttemptTimeoutFiredAsResponseCame(t *testing.T) {
 		if err := tr.Err(); err != nil {
 			t.Fatal(err)
 		}
-		resp, err := (&http.Client{Transport: tr}).Get("http://example.test/")
+		got, err := getBody(t, &http.Client{Transport: tr}, "http://example.test/")
 		n, cut := int(base.n.Load()), tr.Stats()["GET example.test"].AttemptTimeouts
 		if !allCut(err, n, cut) {
 			t.Fatalf("%v after %d attempts, %d cut: every attempt but one that answered must have been cut", err, n, cut)
@@ -372,7 +385,7 @@ func TestPerAttemptTimeoutFiredAsResponseCame(t *testing.T) {
 		if err != nil || n > 2 {
 			return tooSlow(fmt.Sprint(err), n, 2, cut)
 		}
-		if got := readAll(t, resp); got != "attempt 2" || n != 2 {
+		if got != "attempt 2" || n != 2 {
 			t.Fatalf("got %q after %d attempts, want attempt 2", got, n)
 		}
 		return nil

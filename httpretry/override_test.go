@@ -83,6 +83,10 @@ func TestOverridePerAttemptTimeout(t *testing.T) {
 		client, _ := newClient(t)
 		req, _ := http.NewRequestWithContext(httpretry.NewOverrideContext(context.Background(), rebound.Override{PerAttemptTimeout: d}), http.MethodGet, srv.URL, nil)
 		resp, err := client.Do(req)
+		var got string
+		if err == nil {
+			got = readAll(t, resp) // before any return: no connection is left behind
+		}
 		n, cut := attempts(client, http.MethodGet, srv)
 		if !allCut(err, n, cut) {
 			t.Fatalf("%v after %d attempts, %d cut: every attempt but one that answered must have been cut", err, n, cut)
@@ -90,7 +94,7 @@ func TestOverridePerAttemptTimeout(t *testing.T) {
 		if err != nil || n > 2 {
 			return tooSlow(fmt.Sprint(err), n, 2, cut)
 		}
-		if got := readAll(t, resp); got != "attempt 2" || srv.attempts() != 2 {
+		if got != "attempt 2" || srv.attempts() != 2 {
 			t.Fatalf("got %q after %d attempts, want attempt 2", got, srv.attempts())
 		}
 		return nil
