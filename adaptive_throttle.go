@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// AdaptiveThrottleConfig sets an [AdaptiveThrottle]. The zero value means
-// the defaults of the Google SRE book's chapter "Handling Overload": K 2
-// and a window of 2 minutes.
+// AdaptiveThrottleConfig sets an [AdaptiveThrottle]. A zero field means
+// its default, [DefaultAdaptiveThrottle]'s value, from the Google SRE
+// book's chapter "Handling Overload": K 2 and a window of 2 minutes.
 type AdaptiveThrottleConfig struct {
 	// K is how many requests the client may send per request the server
 	// accepts before it starts rejecting requests itself. 0 means 2; else
@@ -25,11 +25,11 @@ type AdaptiveThrottleConfig struct {
 	Window time.Duration
 }
 
-// Defaults of [AdaptiveThrottleConfig].
-const (
-	DefaultAdaptiveK      = 2
-	DefaultAdaptiveWindow = 2 * time.Minute
-)
+// DefaultAdaptiveThrottle returns the defaults of [AdaptiveThrottleConfig],
+// the values its zero fields stand for: K 2 and a window of 2 minutes.
+func DefaultAdaptiveThrottle() AdaptiveThrottleConfig {
+	return AdaptiveThrottleConfig{K: 2, Window: 2 * time.Minute}
+}
 
 // adaptiveSlots is the number of steps the window moves in.
 const adaptiveSlots = 60
@@ -37,11 +37,12 @@ const adaptiveSlots = 60
 // withDefaults returns c with zero fields set to their defaults, or an
 // error naming the first invalid field.
 func (c AdaptiveThrottleConfig) withDefaults() (AdaptiveThrottleConfig, error) {
+	def := DefaultAdaptiveThrottle()
 	if c.K == 0 {
-		c.K = DefaultAdaptiveK
+		c.K = def.K
 	}
 	if c.Window == 0 {
-		c.Window = DefaultAdaptiveWindow
+		c.Window = def.Window
 	}
 	switch {
 	case !(c.K >= 1) || math.IsInf(c.K, 0):
@@ -71,17 +72,30 @@ func (c AdaptiveThrottleConfig) Validate() error {
 // in a sustained overload the client settles at about K requests sent per
 // request accepted, whatever the callers ask, so the server's load from
 // refusals stays near (K − 1) times the work it does; in a long full
-// outage almost nothing is sent. It reacts at the pace of its window: an
-// outage much shorter than the window barely moves it, and after a long
-// one it keeps rejecting until new accepts outweigh the outage's requests
-// (the share of requests it sends about doubles per window). Unlike a retry budget, it needs no failures of its own
-// to learn from: every request counts, so a client that sends one request
-// a minute still sees its share of the outage in its window.
+// outage almost nothing is sent. Unlike a retry budget, it needs no
+// failures of its own to learn from: every request counts, so a client
+// that sends one request a minute still sees its share of the outage in
+// its window.
+//
+// It reacts at the pace of its window: an outage much shorter than the
+// window barely moves it, and after a long one it keeps rejecting until
+// new accepts outweigh the outage's requests. Once the server accepts
+// again, the share of requests it sends grows about e^x-fold per window,
+// where x = K·(1 − e^−x): 4.9-fold with K 2, 2.4-fold with 1.5, 1.2-fold
+// with 1.1. After a full outage longer than the window, a client that
+// sends N requests a second sends them all again after about
+// Window·ln(N·Window)/x: with the defaults, 6 minutes at one request a
+// second, 12 at a hundred. Timers play no part in it (the window moves
+// with the clock's Now), so timers that fire late on a busy machine do
+// not slow it.
 //
 // A request the throttle rejects still counts in requests, as the book
 // says: that keeps the rejection probability up for as long as the server
 // refuses, instead of letting every rejection raise the next request's
-// chances. Each attempt of a retried or hedged call is one request.
+// chances. Each attempt of a retried or hedged call is one request. A
+// request that another part of the client keeps home (the adaptive rate
+// limit) is withdrawn (see [AdaptiveThrottle.Withdraw]): it is not the
+// server's refusal.
 //
 // Time and randomness are arguments, so that tests and simulations drive
 // it. An AdaptiveThrottle is safe for concurrent use. Use
@@ -157,6 +171,26 @@ func (t *AdaptiveThrottle) Allow(now time.Time, u float64) bool {
 	t.requests[i]++
 	t.sumReqs++
 	return u >= p
+}
+
+// Withdraw takes back a request that [AdaptiveThrottle.Allow] counted at
+// at and let go, but that never reached the server for a reason of the
+// client's own: the adaptive rate limit kept it home (its turn would have
+// come after its deadline, or its context ended while it waited). It
+// counts neither as a request nor as a refusal: only the server's answers
+// say whether it is overloaded. Withdraw each such request once; one
+// counted before the window moves nothing.
+func (t *AdaptiveThrottle) Withdraw(at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id := floorDiv(at.UnixNano(), t.width)
+	if id > t.head || id <= t.head-adaptiveSlots {
+		return
+	}
+	if i := ringIndex(id); t.requests[i] > 0 {
+		t.requests[i]--
+		t.sumReqs--
+	}
 }
 
 // Accepted counts a request the server accepted at now: it answered, with

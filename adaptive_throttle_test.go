@@ -39,6 +39,40 @@ func TestAdaptiveThrottleConfig(t *testing.T) {
 	}
 }
 
+// TestDefaultAdaptiveThrottle: DefaultAdaptiveThrottle returns the
+// documented defaults, and a zero field means the default's value: a
+// throttle of the zero config and one of the defaults reject alike, and
+// forget alike once the 2-minute window has passed.
+func TestDefaultAdaptiveThrottle(t *testing.T) {
+	def := rebound.DefaultAdaptiveThrottle()
+	if def != (rebound.AdaptiveThrottleConfig{K: 2, Window: 2 * time.Minute}) || def.Validate() != nil {
+		t.Fatalf("DefaultAdaptiveThrottle() = %+v, want K 2, Window 2m", def)
+	}
+	zero, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{})
+	full, _ := rebound.NewAdaptiveThrottle(def)
+	other, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{K: 3})
+	for _, th := range []*rebound.AdaptiveThrottle{zero, full, other} {
+		for i := range 40 {
+			th.Allow(t0, 0.999999)
+			if i < 10 {
+				th.Accepted(t0)
+			}
+		}
+	}
+	for _, now := range []time.Time{t0, t0.Add(time.Minute), t0.Add(2*time.Minute + time.Second)} {
+		pz, pf, po := zero.RejectProbability(now), full.RejectProbability(now), other.RejectProbability(now)
+		if pz != pf {
+			t.Errorf("at %v: zero config p = %v, DefaultAdaptiveThrottle p = %v", now.Sub(t0), pz, pf)
+		}
+		if now == t0 && (pz != (40.0-2*10)/41 || po == pz) {
+			t.Errorf("p = %v (K 3: %v), want (40-2·10)/41 for K 2", pz, po)
+		}
+	}
+	if p := zero.RejectProbability(t0.Add(2*time.Minute + time.Second)); p != 0 {
+		t.Errorf("p = %v past the 2-minute window, want 0", p)
+	}
+}
+
 // The rejection probability follows the book's formula step by step.
 func TestAdaptiveThrottleFormula(t *testing.T) {
 	th, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{})
@@ -135,6 +169,79 @@ func TestAdaptiveThrottleOutageAndRecovery(t *testing.T) {
 	}
 	if p := th.RejectProbability(now); p != 0 {
 		t.Fatalf("p = %v after 15 minutes of recovery, want 0", p)
+	}
+}
+
+// TestAdaptiveThrottleRecoveryTime: after a full outage longer than the
+// window, the share of requests sent grows about e^x-fold per window
+// (x = K·(1 − e^−x)), and a client that sends N requests a second sends
+// them all again after about Window·ln(N·Window)/x, as the type's doc
+// says: within 1.1 times that, and not before half of it.
+func TestAdaptiveThrottleRecoveryTime(t *testing.T) {
+	for _, c := range []struct {
+		k      float64
+		rate   int // requests per second
+		window time.Duration
+	}{
+		{2, 10, time.Minute},
+		{2, 1, 2 * time.Minute},
+		{2, 100, 2 * time.Minute},
+		{1.5, 10, time.Minute},
+	} {
+		th, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{K: c.k, Window: c.window})
+		u := func(i int) float64 { return math.Mod(float64(i)*0.618033988749895, 1) }
+		step := time.Second / time.Duration(c.rate)
+		now, i := t0, 0
+		for range 3 * int(c.window/step) { // the outage: three windows
+			now = now.Add(step)
+			th.Allow(now, u(i))
+			i++
+		}
+		x := 1.0
+		for range 100 {
+			x = c.k * (1 - math.Exp(-x))
+		}
+		want := time.Duration(c.window.Seconds() * math.Log(float64(c.rate)*c.window.Seconds()) / x * float64(time.Second))
+		start, back := now, time.Duration(0)
+		for now.Sub(start) < 2*want {
+			now = now.Add(step)
+			if th.Allow(now, u(i)) {
+				th.Accepted(now)
+			}
+			i++
+			if th.RejectProbability(now) == 0 {
+				back = now.Sub(start)
+				break
+			}
+		}
+		if back == 0 || back > want*11/10 || back < want/2 {
+			t.Errorf("K %v, %d/s, window %v: every request sent again after %v, want about %v (x = %.2f)", c.k, c.rate, c.window, back, want, x)
+		}
+	}
+}
+
+// TestAdaptiveThrottleWithdraw: a request taken back counts neither as a
+// request nor as a refusal; one counted before the window, or in a slot
+// that holds none, takes nothing back.
+func TestAdaptiveThrottleWithdraw(t *testing.T) {
+	th, _ := rebound.NewAdaptiveThrottle(rebound.AdaptiveThrottleConfig{Window: time.Minute})
+	for i := range 10 {
+		th.Allow(t0.Add(time.Duration(i)*time.Second), 0.5)
+	}
+	th.Withdraw(t0.Add(3 * time.Second))
+	th.Withdraw(t0.Add(30 * time.Second)) // no request there
+	if r, a := th.Counts(t0.Add(10 * time.Second)); r != 9 || a != 0 {
+		t.Fatalf("after one withdrawn: %d requests, %d accepts; want 9 and 0", r, a)
+	}
+	later := t0.Add(90 * time.Second)
+	th.Allow(later, 0.5)
+	th.Withdraw(t0.Add(4 * time.Second)) // before the window
+	if r, _ := th.Counts(later); r != 1 {
+		t.Fatalf("a request from before the window withdrawn: %d requests, want 1", r)
+	}
+	th.Withdraw(later)
+	if r, _ := th.Counts(later); r != 0 || th.RejectProbability(later) != 0 {
+		t.Fatalf("%d requests after the last was withdrawn, want 0", r)
 	}
 }
 

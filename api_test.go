@@ -23,7 +23,16 @@ import (
 // change to this file in review.
 const apiFile = "api/rebound.txt"
 
-var updateAPI = flag.Bool("update", false, "rewrite "+apiFile+" from the current exported API")
+// apidiffFile is the same API as apidiff's export data, the v1 contract
+// that .ci/run compares the module with: apidiff names every change, and
+// CI fails on any that the file does not record. apidiffTool is the
+// version of apidiff that writes and reads it; .ci/run installs that one.
+const (
+	apidiffFile = "api/rebound.apidiff"
+	apidiffTool = "golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4"
+)
+
+var updateAPI = flag.Bool("update", false, "rewrite "+apiFile+" and "+apidiffFile+" from the current exported API")
 
 // TestAPI compares the exported API of every public package of the module
 // (all but internal/ and cmd/; the bench module is a module of its own)
@@ -45,6 +54,10 @@ func TestAPI(t *testing.T) {
 		if err := os.WriteFile(apiFile, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		cmd := exec.Command("go", "run", apidiffTool, "-m", "-w", apidiffFile, "github.com/rebound-go/rebound")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("writing %s: %v\n%s", apidiffFile, err, out)
+		}
 		return
 	}
 	want, err := os.ReadFile(apiFile)
@@ -63,7 +76,7 @@ func TestAPI(t *testing.T) {
 	for _, l := range added {
 		fmt.Fprintf(&msg, "+ %s\n", l)
 	}
-	msg.WriteString("If the change is intended, regenerate the file and commit it with the change:\n" +
+	msg.WriteString("If the change is intended, regenerate the files and commit them with the change:\n" +
 		"\tgo test -run TestAPI -update .")
 	t.Error(msg.String())
 }
@@ -244,4 +257,39 @@ func describeType(prefix string, obj *types.TypeName, typ func(types.Type) strin
 		lines = append(lines, fmt.Sprintf("%smethod (%s) %s%s", prefix, typ(s.Recv().Type()), m.Name(), sig(s)))
 	}
 	return lines
+}
+
+// TestDependencies keeps README's promise that a package brings in only
+// what it needs: the engine (package rebound) imports the standard library
+// alone, and httpretry neither grpc-go nor connect-go (nor protobuf, which
+// the replay log of streams, internal/msglog, needs). That connectretry
+// and connectretry/v2 each import one major of connect-go is
+// connectretry/internal/engine's TestEachMajorAlone.
+func TestDependencies(t *testing.T) {
+	for _, tc := range []struct {
+		pkg       string
+		forbidden func(dep string, std bool) bool
+		what      string
+	}{
+		{".", func(dep string, std bool) bool {
+			return !std && !strings.HasPrefix(dep, "github.com/rebound-go/rebound")
+		}, "anything but the standard library"},
+		{"./httpretry", func(dep string, _ bool) bool {
+			return strings.HasPrefix(dep, "google.golang.org/grpc") || strings.HasPrefix(dep, "connectrpc.com/") ||
+				strings.HasPrefix(dep, "google.golang.org/protobuf")
+		}, "grpc-go, connect-go or protobuf"},
+	} {
+		cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", tc.pkg)
+		cmd.Stderr = new(bytes.Buffer)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list: %v\n%s", err, cmd.Stderr)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			dep, std, _ := strings.Cut(line, " ")
+			if tc.forbidden(dep, std == "true") {
+				t.Errorf("%s imports %s: it must not import %s", tc.pkg, dep, tc.what)
+			}
+		}
+	}
 }

@@ -109,7 +109,7 @@ func (t *Throttle) RecordSuccess() {
 }
 
 // Allow reports whether token_count is above MaxTokens/2. It takes nothing.
-func (t *Throttle) Allow(bool) bool { return t.tokens.Load() > t.threshold }
+func (t *Throttle) Allow(timeout bool) bool { return t.tokens.Load() > t.threshold }
 
 // Tokens returns token_count in thousandths of a token.
 func (t *Throttle) Tokens() int64 { return t.tokens.Load() }

@@ -74,7 +74,7 @@ func TestOwnBackoff(t *testing.T) {
 			n := 0
 			err = rebound.Do(context.Background(), s, func(context.Context) error {
 				if n++; n == 1 {
-					return rebound.Mark(errors.New("throttled"), rebound.RetryInfo{Safety: rebound.SafetyYes, Throttle: true, Backoff: tc.own})
+					return rebound.Mark(errors.New("throttled"), rebound.RetryInfo{Safety: rebound.SafetyYes, SlowDown: true, Backoff: tc.own})
 				}
 				return nil
 			})

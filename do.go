@@ -35,9 +35,21 @@ func Do(ctx context.Context, s Strategy, op func(context.Context) error) error {
 	if op == nil {
 		return errNilOp
 	}
-	_, err := DoValue(ctx, s, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, op(ctx)
-	})
+	opValue := func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) }
+	st := fast(s)
+	if st == nil {
+		_, err := doValue(ctx, &Call[struct{}]{}, s, opValue)
+		return err
+	}
+	// doValue's fast path, without the adapter around op.
+	err := op(ctx)
+	if err == nil {
+		if st.budget != nil {
+			st.budget.RecordSuccess()
+		}
+		return nil
+	}
+	_, err = retry(ctx, &Call[struct{}]{}, s, opValue, nil, nil, err)
 	return err
 }
 
@@ -55,17 +67,47 @@ func doValue[T any](ctx context.Context, c *Call[T], s Strategy, op func(context
 	if op == nil {
 		return zero, errNilOp
 	}
-	var (
-		tok      Token
-		last     error // the last attempt's error; nil before the first
-		attempts int
-		// direct says s is a built-in strategy itself (not a wrapper
-		// that acts around RefreshToken): then its token is cur, on
-		// this stack, advanced in place, and tok is unused. A retry
-		// makes no token on the heap.
-		direct bool
-		cur    token
-	)
+	st := fast(s)
+	if st == nil {
+		return doCounted(ctx, c, s, op)
+	}
+	v, err := op(ctx)
+	if err == nil {
+		if st.budget != nil {
+			st.budget.RecordSuccess()
+		}
+		return v, nil
+	}
+	return retry(ctx, c, s, op, nil, nil, err)
+}
+
+// fast returns the settings of s when the call can take the fast path,
+// measured by BenchmarkDo in the bench module: s is a built-in strategy
+// whose budget counts no calls. Its initial token has no delay and cannot
+// be refused, so the first attempt runs before it is made, and a call that
+// succeeds at once costs no token; its success is recorded with static
+// calls, and the loop's state lives in retry, which only a failure
+// reaches.
+func fast(s Strategy) *settings {
+	var st *settings
+	switch b := s.(type) {
+	case *Retrier:
+		st = &b.s
+	case *Standard:
+		st = &b.s
+	default:
+		return nil
+	}
+	if st.callBudget != nil {
+		return nil
+	}
+	return st
+}
+
+// doCounted is doValue for any strategy: it tells a call budget of the call
+// (see [CallBudget]) and makes the initial token of a strategy that is not
+// built in.
+func doCounted[T any](ctx context.Context, c *Call[T], s Strategy, op func(context.Context) (T, error)) (T, error) {
 	// A call budget counts the call, and each retry it admitted until
 	// that retry's attempt (or the wait before it) ends.
 	cb := callBudgetOf(s)
@@ -74,26 +116,40 @@ func doValue[T any](ctx context.Context, c *Call[T], s Strategy, op func(context
 		defer cb.EndCall()
 	}
 	if f := deferred(s); f != nil {
-		// The built-in strategies' initial token has no delay and cannot
-		// be refused, so the first attempt runs before it is made: a call
-		// that succeeds at once costs no token.
-		attempts = 1
+		// As on the fast path: the first attempt before the token.
 		v, err := op(ctx)
 		if err == nil {
 			f.recordFirstSuccess()
 			return v, nil
 		}
-		last = err
-		if any(f) == any(s) {
-			direct, cur = true, token{owner: s, attempt: 1}
-		} else {
+		var tok Token
+		if any(f) != any(s) {
 			tok = f.firstToken()
 		}
-	} else {
-		var err error
-		if tok, err = s.AcquireInitialToken(ctx); err != nil || tok == nil {
-			return op(ctx)
-		}
+		return retry(ctx, c, s, op, cb, tok, err)
+	}
+	tok, err := s.AcquireInitialToken(ctx)
+	if err != nil || tok == nil {
+		return op(ctx)
+	}
+	return retry(ctx, c, s, op, cb, tok, nil)
+}
+
+// retry runs the attempts of a call from the token tok on: first, when
+// last is not nil, it refreshes tok after the failed first attempt. A nil
+// tok is a built-in strategy's first token: then s is that strategy, and
+// its tokens stay on this stack, advanced in place (a retry makes no token
+// on the heap). cb is the call budget of s, nil for none.
+func retry[T any](ctx context.Context, c *Call[T], s Strategy, op func(context.Context) (T, error), cb CallBudget, tok Token, last error) (T, error) {
+	var zero T
+	attempts := 0
+	if last != nil {
+		attempts = 1
+	}
+	direct := tok == nil
+	var cur token
+	if direct {
+		cur = token{owner: s, attempt: 1}
 	}
 	for {
 		if last != nil {

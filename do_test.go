@@ -421,3 +421,84 @@ func TestDoRetryAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// countingBudget counts what the loop tells a budget; with calls set it is
+// a CallBudget too.
+type countingBudget struct {
+	successes, failures, starts, ends, retriesEnded int
+}
+
+func (b *countingBudget) Allow(bool) bool { return true }
+func (b *countingBudget) RecordSuccess()  { b.successes++ }
+func (b *countingBudget) RecordFailure()  { b.failures++ }
+
+type countingCallBudget struct{ countingBudget }
+
+func (b *countingCallBudget) StartCall() { b.starts++ }
+func (b *countingCallBudget) EndCall()   { b.ends++ }
+func (b *countingCallBudget) EndRetry()  { b.retriesEnded++ }
+
+// TestDoTellsBudgets: whichever path a call takes (a built-in strategy's
+// first attempt before any token, with a budget that counts calls or one
+// that does not; Do, DoValue or Call.Retry), a success at once is one
+// RecordSuccess, a call budget hears of the call once, and a retried call
+// tells it of its one retry.
+func TestDoTellsBudgets(t *testing.T) {
+	runs := map[string]func(rebound.Strategy, func(context.Context) error) error{
+		"Do": func(s rebound.Strategy, op func(context.Context) error) error {
+			return rebound.Do(context.Background(), s, op)
+		},
+		"DoValue": func(s rebound.Strategy, op func(context.Context) error) error {
+			_, err := rebound.DoValue(context.Background(), s, func(ctx context.Context) (int, error) { return 1, op(ctx) })
+			return err
+		},
+		"Call.Retry": func(s rebound.Strategy, op func(context.Context) error) error {
+			var c rebound.Call[int]
+			_, err := c.Retry(context.Background(), s, func(ctx context.Context) (int, error) { return 1, op(ctx) })
+			return err
+		},
+	}
+	backoff := rebound.Backoff{Initial: 1, Max: 1, Multiplier: 1}
+	for name, run := range runs {
+		for _, counts := range []bool{false, true} {
+			for _, standard := range []bool{false, true} {
+				var b rebound.Budget
+				plain, calls := &countingBudget{}, &countingCallBudget{}
+				if counts {
+					b = calls
+				} else {
+					b = plain
+				}
+				var s rebound.Strategy
+				var err error
+				if standard {
+					s, err = rebound.NewStandard(rebound.WithBackoff(backoff), rebound.WithBudget(b))
+				} else {
+					s, err = rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 3, Backoff: backoff}, rebound.WithBudget(b))
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				ok, _ := script()
+				flaky, _ := script(retryable(errFlaky))
+				if err := run(s, ok); err != nil {
+					t.Fatal(err)
+				}
+				if err := run(s, flaky); err != nil {
+					t.Fatal(err)
+				}
+				got := *plain
+				if counts {
+					got = calls.countingBudget
+				}
+				want := countingBudget{successes: 2, failures: 1}
+				if counts {
+					want.starts, want.ends, want.retriesEnded = 2, 2, 1
+				}
+				if got != want {
+					t.Errorf("%s, call budget %v, %T: budget heard %+v, want %+v", name, counts, s, got, want)
+				}
+			}
+		}
+	}
+}

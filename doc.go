@@ -5,54 +5,103 @@
 //
 // # The three protocol packages
 //
-// Each protocol package speaks its library's idiom, but a concept has one
-// name everywhere. grpcretry and connectretry take a gRPC service config
-// (gRFC A6) parsed by package serviceconfig; httpretry takes options.
+// Each protocol package speaks its library's idiom (a grpc.CallOption for
+// grpc-go, the call's context for connect-go and net/http), but an idea has
+// one name in all of them, and a name one meaning. The table below is that
+// vocabulary: every idea of the three front doors, and its name in each;
+// "none" says why a front door lacks one. grpcretry and connectretry take a
+// gRPC service config (gRFC A6) parsed by package serviceconfig; httpretry
+// takes options. connectretry/v2 is connectretry for connect-go v2, on the
+// same engine, with connectretry's names in the column below but for how
+// it is installed (connect.NewClient(transport,
+// NewInterceptor(cfg).WrapClient)) and read in a handler
+// (PreviousAttempts(ctx), from the server's connect.CallInfo).
 //
 //	                     grpcretry                     connectretry                  httpretry
 //	install in one line  grpc.NewClient(target,        connect.WithInterceptors(     &http.Client{Transport:
 //	                       DialOptions(cfg)...)          NewInterceptor(cfg))          NewTransport(nil)}
-//	an invalid option    grpc.NewClient fails          calls fail with               requests fail with it;
-//	                                                     connect.CodeInternal;         Transport.Err()
+//	errors up front      New(cfg, opts...) (*Client,   New(cfg, opts...)             New(base, opts...)
+//	                       error)                        (*Interceptor, error)         (*Transport, error)
+//	an invalid option    grpc.NewClient fails, naming  calls fail with               requests fail with it;
+//	                       it                            connect.CodeInternal;         Transport.Err()
 //	                                                     Interceptor.Err()
-//	errors up front      New(cfg, opts...)             New(cfg, opts...)             New(base, opts...)
-//	                       (*Client, error)              (*Interceptor, error)         (*Transport, error)
-//	count attempts       CountAttempts(&n),            CountAttempts(ctx, &n)        CountAttempts(ctx, &n)
-//	                       a grpc.CallOption             on the call's context         on the request's context
-//	a failed call        the last attempt's status     the last attempt's            the last response, with a
-//	                       error (status.Code)           *connect.Error                nil error, if one came
+//	by hand              Client.DialOptions, or the    Interceptor (a                Transport (an
+//	                       interceptors of a Client      connect.Interceptor)          http.RoundTripper)
+//	the policy           a gRFC A6 service config      a gRFC A6 service config      options: WithMaxAttempts,
+//	                       (serviceconfig.Parse)         (serviceconfig.Parse)         WithBackoff,
+//	                                                                                   WithRetryableStatus,
+//	                                                                                   WithHedging; or
+//	                                                                                   WithStrategy
+//	policy from DNS      the resolver's config;        none: a URL is not resolved   none: a URL is not resolved
+//	                       WithResolver                  by a gRPC resolver            by a gRPC resolver
+//	AIP-194 defaults     AIP194Services                AIP194(specs),                Idempotent(req), the default
+//	                                                     AIP194Services                of WithIdempotent
+//	may be sent twice    none: grpc-go tells a call    Idempotent(spec)              Idempotent(req);
+//	                       nothing of its method's                                     WithIdempotent,
+//	                       idempotency                                                 WithIdempotencyKey
+//	                       (AIP194Services reads the
+//	                       .proto)
+//	attempts at most     WithMaxAttemptsCap, a cap on  WithMaxAttemptsCap, a cap on  WithMaxAttempts (3)
+//	                       the policy's maxAttempts      the policy's maxAttempts
+//	                       (5)                           (5)
+//	no retries           WithRetriesDisabled           WithRetriesDisabled           WithRetriesDisabled
+//	count attempts       CountAttempts(&n), a          CountAttempts(ctx, &n) on     CountAttempts(ctx, &n) on
+//	                       grpc.CallOption               the call's context            the request's context
+//	narrow one call      Override(o), a                Override(ctx, o) on the       Override(ctx, o) on the
+//	                       grpc.CallOption               call's context                request's context
+//	loosen it            WithTrustedOverrides          WithTrustedOverrides          WithTrustedOverrides
+//	per-attempt timeout  WithPerAttemptTimeout, or     WithPerAttemptTimeout, or     WithPerAttemptTimeout
+//	                       perAttemptRecvTimeout         perAttemptRecvTimeout
+//	hedging              hedgingPolicy                 hedgingPolicy (a stream's,    WithHedging(delay,
+//	                                                     once its request is           maxAttempts)
+//	                                                     complete)
+//	adaptive hedging     WithAdaptiveHedging(c),       none yet: the hedgingDelay    none yet: the delay is fixed
+//	                       AdaptiveHedgingConfig         is fixed
+//	distinct backends    the rebound_distinct          none: net/http picks the      none: net/http picks the
+//	                       balancer                      connection, no balancer       connection, no balancer
+//	                       (grpcretry/distinct)
+//	streams              all kinds, replayed from the  all kinds, replayed from the  none: a response body is the
+//	                       buffer until committed        buffer until committed        caller's once returned
+//	replay buffer        WithBufferLimits(total,       WithBufferLimits(total,       WithBufferLimits(total,
+//	                       perCall)                      perCall), for streams; a      perCall), for bodies it
+//	                                                     unary request is marshaled    must read to send them
+//	                                                     again for each attempt        again
+//	what is retryable    the policy's codes;           the policy's codes;           WithRetryableStatus;
+//	                       WithClassifier                WithClassifier                WithClassifier
+//	a classifier sees    Failure.Method,               Failure.Method, Failure.Err   Failure.Request,
+//	                       Failure.Status                                              Failure.Response,
+//	                                                                                   Failure.Err
+//	server hint          grpc-retry-pushback-ms;       grpc-retry-pushback-ms;       Retry-After;
+//	                       RetryInfo                     RetryInfo                     WithRateLimitReset
+//	hint required        WithRetryInfoRequired         WithRetryInfoRequired         none: HTTP has no RetryInfo
+//	longest hint waited  WithRetryDelayCap (60s)       WithRetryDelayCap (60s)       WithRetryDelayCap (60s)
+//	peer                 the server name               the server name               the host of the request's
+//	                       (WithServerName; the          (WithServerName; the URL's    URL
+//	                       conn's target)                host)
+//	retry budget         retryThrottling, per server   retryThrottling, per server   WithBudgetPerHost (a
+//	                       name                          name                          rebound.TokenBucket per
+//	                                                                                   host)
+//	and one beside it    WithBudget                    WithBudget                    WithBudget
+//	adaptive throttle    WithAdaptiveThrottle, per     WithAdaptiveThrottle, per     WithAdaptiveThrottle, per
+//	                       server name                   server name                   host
+//	adaptive rate limit  WithAdaptiveRateLimit, per    WithAdaptiveRateLimit, per    WithAdaptiveRateLimit, per
+//	                       server name                   server name                   host
+//	attempts before this PreviousAttempts(ctx)         PreviousAttempts(header)      PreviousAttempts(header,
+//	  one, in a handler    (grpc-previous-rpc-attempts)  (grpc-previous-rpc-attempts)  name), name the header of
+//	                                                                                   WithPreviousAttemptsHeader
+//	a failed call        "grpcretry: gave up after N   "connectretry: gave up after  the last response, with a
+//	                       attempts (reason): …",        N attempts (reason): …",      nil error, if one came;
+//	                       with the last attempt's       unwrapping to the last        else "httpretry: gave up
+//	                       status (status.Code)          attempt's *connect.Error      after N attempts …"
 //	why it stopped       errors.As(err, &e) with e a *rebound.Error: e.Attempts, e.Reason (below)
 //	statistics           Client.Stats(),               Interceptor.Stats()           Transport.Stats()
 //	                       StatsOf(conn)
 //	statistics by        "/pkg.Service/Method"         "/pkg.Service/Method"         "GET host"
 //	metrics              WithMeterProvider:            WithMeterProvider:            WithMeterProvider:
-//	                       grpc.client.call.*            grpc.client.call.*            http.client.request.*
+//	                       grpc.client.call.* (A96)      grpc.client.call.* (A96)      rebound.client.call.*
+//	                       and rebound.client.call.*     and rebound.client.call.*
 //	decision log         WithLogger                    WithLogger                    WithLogger
 //	traces               WithTracerProvider (A72)      WithTracerProvider (A72)      WithTracerProvider
-//	attempts at most     WithMaxAttempts (default 5)   WithMaxAttempts (default 5)   WithMaxAttempts (default 3)
-//	no retries           WithRetriesDisabled           WithRetriesDisabled           WithMaxAttempts(1)
-//	retry budget         retryThrottling, per server   retryThrottling, per server   WithBudget; by default a
-//	                       name (WithServerName), and    name (WithServerName), and    rebound.TokenBucket per host
-//	                       WithBudget                    WithBudget
-//	adaptive throttle    WithAdaptiveThrottle, per     WithAdaptiveThrottle, per     WithAdaptiveThrottle, per
-//	                       server name                   server name                   host
-//	adaptive rate limit  WithAdaptiveRateLimit, per    WithAdaptiveRateLimit, per    WithAdaptiveRateLimit, per
-//	                       server name                   server name                   host
-//	hedging              hedgingPolicy                 hedgingPolicy (unary calls)   WithHedging(delay, n)
-//	server hint          grpc-retry-pushback-ms;       grpc-retry-pushback-ms;       Retry-After;
-//	                       RetryInfo (WithRetryInfoCap)  RetryInfo (WithRetryInfoCap)  WithRateLimitReset
-//	what is retryable    the policy's codes;           the policy's codes;           WithRetryableStatus,
-//	                       WithClassifier                WithClassifier                WithIdempotent,
-//	                                                                                   WithIdempotencyKey;
-//	                                                                                   WithClassifier
-//	attempt number,      PreviousAttempts(ctx)         PreviousAttempts(header)      the header named by
-//	                                                                                   WithAttemptHeader
-//	  in a handler
-//	per-attempt timeout  WithPerAttemptTimeout, or     WithPerAttemptTimeout, or     WithPerAttemptTimeout
-//	                       perAttemptRecvTimeout         perAttemptRecvTimeout
-//	narrow one call      Override(o), a call option;   NewOverrideContext(ctx, o);   NewOverrideContext(ctx, o);
-//	                       loosening it takes            loosening it takes            loosening it takes
-//	                       WithTrustedOverrides          WithTrustedOverrides          WithTrustedOverrides
 //	time, in tests       WithClock, WithRandom         WithClock, WithRandom         WithClock, WithRandom
 //
 // So, in each of them: count a call's attempts with CountAttempts (the
@@ -61,10 +110,11 @@
 // (httpretry returns a request's last response, a 503 say, with a nil
 // error: the WithLogger record of giving up, with its "reason", says why
 // no retry followed); read the statistics with Stats, or
-// grpcretry.StatsOf(conn) for a conn made with the one line. The examples of each package (ExampleDialOptions
-// and ExampleNew in grpcretry, ExampleNewInterceptor and ExampleNew in
-// connectretry, ExampleNewTransport and ExampleNew in httpretry) show all
-// three against in-process servers.
+// grpcretry.StatsOf(conn) for a conn made with the one line. The examples
+// of each package (ExampleDialOptions and ExampleNew in grpcretry,
+// ExampleNewInterceptor and ExampleNew in connectretry,
+// ExampleNewTransport and ExampleNew in httpretry) show all three against
+// in-process servers.
 //
 // # Words
 //
@@ -72,8 +122,14 @@
 // attempt made after one failed; a hedge is an attempt made while others
 // are still in flight, the first success winning. A call is throttled when
 // its retry budget (an A6 [Throttle], a [TokenBucket], any [Budget])
-// refuses it a retry or hedge. Server pushback is the server's own word on
-// when, or whether, to retry. A call is committed once it cannot be
+// refuses it a retry or hedge, or an [AdaptiveThrottle] keeps an attempt
+// home ([ErrThrottled]); the server's own refusal of an attempt sent too
+// fast (HTTP 429, RESOURCE_EXHAUSTED) is what Smithy calls a throttling
+// error, and a classifier marks it with [RetryInfo.SlowDown]. Server
+// pushback is the server's own word on when, or whether, to retry. The
+// peer whose state (budget, throttle, rate limit) a call shares is its
+// server name in grpcretry and connectretry (WithServerName) and its host
+// in httpretry. A call is committed once it cannot be
 // replayed (its response has started, or its request outgrew the replay
 // buffer), and no further attempt is made. An attempt that has not
 // committed within the per-attempt timeout is cut and, within the policy,
@@ -134,7 +190,7 @@
 //
 // A server that limits each client's rate refuses what is beyond it (HTTP
 // 429, 503 with Retry-After; RESOURCE_EXHAUSTED, pushback), and retrying
-// each refused request does not slow the ones that follow. [RateLimiter],
+// each refused request does not slow the ones that follow. [AdaptiveRateLimit],
 // behind WithAdaptiveRateLimit in each protocol package, paces every
 // attempt to the rate the server accepts, learnt as the AWS SDKs' adaptive
 // retry mode learns it and from the server's own hints; an attempt whose
@@ -156,9 +212,10 @@
 //   - connectretry (per server name) and httpretry (per host) keep the
 //     state of the 1024 peers used most recently; an evicted peer that
 //     comes back starts afresh.
-//   - Replay buffers are capped per call and per client
-//     (grpcretry.WithBufferLimits; httpretry.WithMaxBufferedBody), service
-//     configs by their size (serviceconfig), and server hints by their caps
-//     (httpretry.WithRetryAfterCap; grpcretry and connectretry
-//     WithRetryInfoCap).
+//   - Replay buffers are capped per call and per client by
+//     WithBufferLimits in grpcretry, connectretry (streams) and httpretry
+//     (1 MiB and 16 MiB by default, [DefaultBufferPerCall] and
+//     [DefaultBufferTotal]), service configs by their size
+//     (serviceconfig), and server hints by WithRetryDelayCap (60s by
+//     default, [DefaultRetryDelayCap]) in all three.
 package rebound

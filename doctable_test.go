@@ -91,8 +91,8 @@ var dotted = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*
 // goNames returns the names in a cell that refer to the API of a protocol
 // package or of rebound: Name, Type.Method, rebound.Name. Names of other
 // packages (grpc.NewClient), lower-case words, all-caps words (GET),
-// hyphenated words (Retry-After), quoted text and metric names are left
-// out.
+// hyphenated words (Retry-After), quoted text and metric names
+// (rebound.client.call.*) are left out.
 func goNames(cell string) []string {
 	var names []string
 	for _, loc := range dotted.FindAllStringIndex(cell, -1) {
@@ -100,7 +100,7 @@ func goNames(cell string) []string {
 		if loc[0] > 0 && strings.ContainsRune(`".-/`, rune(cell[loc[0]-1])) {
 			continue
 		}
-		if loc[1] < len(cell) && strings.ContainsRune(`"-`, rune(cell[loc[1]])) {
+		if loc[1] < len(cell) && strings.ContainsRune(`"-`, rune(cell[loc[1]])) || strings.HasPrefix(cell[loc[1]:], ".*") {
 			continue
 		}
 		first, _, _ := strings.Cut(tok, ".")
@@ -115,8 +115,9 @@ func goNames(cell string) []string {
 	return names
 }
 
-// inAPI reports whether name (Name, Type.Method or rebound.Name) is an
-// exported identifier, or method, of one of pkgs or of rebound.
+// inAPI reports whether name (Name, Type.Method, Type.Field or
+// rebound.Name) is an exported identifier, method or field of one of pkgs
+// or of rebound.
 func inAPI(api, name string, pkgs []string) bool {
 	if rest, ok := strings.CutPrefix(name, "rebound."); ok {
 		return declared(api, "rebound", rest)
@@ -133,8 +134,8 @@ func inAPI(api, name string, pkgs []string) bool {
 	return false
 }
 
-// declared reports whether the api file lists name (Name or Type.Method)
-// in package path.
+// declared reports whether the api file lists name (Name, Type.Method or
+// Type.Field) in package path.
 func declared(api, path, name string) bool {
 	prefix := "pkg " + path + ", "
 	typ, method, isMethod := strings.Cut(name, ".")
@@ -144,7 +145,8 @@ func declared(api, path, name string) bool {
 			continue
 		}
 		if isMethod {
-			if strings.HasPrefix(decl, "method ("+typ+") "+method+"(") || strings.HasPrefix(decl, "method (*"+typ+") "+method+"(") {
+			if strings.HasPrefix(decl, "method ("+typ+") "+method+"(") || strings.HasPrefix(decl, "method (*"+typ+") "+method+"(") ||
+				strings.HasPrefix(decl, "type "+typ+" struct, "+method+" ") {
 				return true
 			}
 			continue

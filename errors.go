@@ -51,6 +51,23 @@ var (
 	errInvalidToken = errors.New("rebound: token was not issued by this strategy or was already used")
 )
 
+// DefaultRetryDelayCap is the longest wait a server may ask for before a
+// retry (a google.rpc.RetryInfo retry_delay, an HTTP Retry-After or
+// RateLimit-Reset) that a call waits out by default; a longer one ends the
+// call with [ErrRetryDelayTooLong]. grpcretry, connectretry and httpretry
+// each take another cap with their WithRetryDelayCap.
+const DefaultRetryDelayCap = 60 * time.Second
+
+// The default replay buffer limits of grpcretry's and httpretry's
+// WithBufferLimits (A6 "Memory Management": retry_buffer_size_in_bytes and
+// per_rpc_buffer_limit_in_bytes): the bytes a client may hold to replay
+// its calls' requests, in all and for one call. A call whose request does
+// not fit is sent once, not retried or hedged.
+const (
+	DefaultBufferTotal   = 16 << 20
+	DefaultBufferPerCall = 1 << 20
+)
+
 // Error is returned when retrying stops without success. It carries the last
 // attempt's error and the reason retrying stopped; errors.Is and errors.As
 // see both.
@@ -114,9 +131,11 @@ func (s Safety) String() string {
 type RetryInfo struct {
 	// Safety says whether a retry is allowed.
 	Safety Safety
-	// Throttle marks an error the server returned because of too many
-	// requests (HTTP 429, for example).
-	Throttle bool
+	// SlowDown marks an error the server returned because the client
+	// sends too fast (HTTP 429, gRPC RESOURCE_EXHAUSTED): what Smithy calls
+	// a throttling error, and S3 SlowDown. It is not the client's own
+	// retry throttling ([ErrThrottled]).
+	SlowDown bool
 	// Timeout marks an error caused by the service not answering in time.
 	// The standard strategy charges more budget for it.
 	Timeout bool

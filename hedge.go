@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rebound-go/rebound/internal/gopanic"
 )
 
 // HedgingPolicy is A6's hedgingPolicy. The zero value is not valid:
@@ -55,9 +57,10 @@ func (h *Hedger) delay() time.Duration {
 }
 
 type hedgeResult[T any] struct {
-	n   int // the attempt's number
-	v   T
-	err error
+	n     int // the attempt's number
+	v     T
+	err   error
+	panic *gopanic.Panic // the attempt panicked; v and err are unset
 }
 
 var errNilHedger = errors.New("rebound: nil Hedger")
@@ -151,6 +154,16 @@ func Commit(ctx context.Context) bool {
 // losing attempts are dropped; an op that holds resources must release them
 // itself when its context is cancelled. No goroutine or timer started by
 // Hedge outlives the call.
+//
+// Hedges, and the machinery that sends them and judges their results, run
+// on goroutines of their own. A panic there, in op or in a callback (the
+// classifier, the budget, a [Call]'s hooks, HedgingDelayFunc, the clock),
+// does not end the process: every attempt is cancelled and waited for,
+// and Hedge panics on the caller's goroutine with an error that carries
+// the original value (errors.Is and errors.As see an error value) and,
+// in its message, the value and the stack where it happened, as errgroup
+// and singleflight do. A panic in attempt 1, which runs on the caller's
+// goroutine, goes on as it is, once the hedges have returned.
 func Hedge[T any](ctx context.Context, h *Hedger, op func(ctx context.Context, attempt int) (T, error)) (T, error) {
 	return hedge(ctx, &Call[T]{}, h, op)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/rebound-go/rebound/internal/gopanic"
 )
 
 // hedge runs op as hedged attempts (see [Hedge]).
@@ -34,7 +36,13 @@ func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx contex
 	r.cancels = append(r.cancelBuf[:0], cancel)
 	r.first = attemptContext{Context: actx, st: &r.st, n: 1}
 	r.sent, r.running = 1, 1
-	defer r.cancelAll()
+	returned := false
+	defer func() {
+		if !returned {
+			r.unwind()
+		}
+		r.cancelAll()
+	}()
 	if h.s.maxAttempts > 1 {
 		r.startLater(h.delay())
 	}
@@ -44,27 +52,68 @@ func hedge[T any](ctx context.Context, c *Call[T], h *Hedger, op func(ctx contex
 	if !r.stopMachine() {
 		// The machinery runs the call: hand it this attempt's result and
 		// wait for its verdict.
-		r.resultsChan() <- hedgeResult[T]{1, v, err}
-		<-r.doneChan()
-		if r.gone != nil {
-			<-r.gone
-		}
-		return r.v, r.err
+		r.handedFirst = true
+		r.resultsChan() <- hedgeResult[T]{n: 1, v: v, err: err}
+		r.awaitMachine()
+		returned = true
+		return r.verdict()
 	}
 	r.running = 0
 	if err == nil {
+		returned = true
 		recordSuccess(h.s.budget, &token{})
 		return v, nil
 	}
 	// The first attempt failed before any hedge: go on here.
+	r.handedFirst = true
 	r.resultsChan()
 	r.st.listen()
-	if r.handle(hedgeResult[T]{1, v, err}) {
-		return r.v, r.err
+	if !r.handle(hedgeResult[T]{n: 1, v: v, err: err}) {
+		r.loop()
 	}
-	r.loop()
+	returned = true
+	return r.verdict()
+}
+
+// verdict returns the call's result, or raises on the caller's goroutine
+// the panic of a goroutine of the call (see package gopanic), once every
+// attempt has ended.
+func (r *hedgeRun[T]) verdict() (T, error) {
+	if r.panic != nil {
+		r.panic.Raise()
+	}
 	return r.v, r.err
 }
+
+// awaitMachine waits for the machinery's verdict.
+func (r *hedgeRun[T]) awaitMachine() {
+	<-r.doneChan()
+	if r.gone != nil {
+		<-r.gone
+	}
+}
+
+// unwind runs as a panic (or runtime.Goexit) leaves Hedge on the caller's
+// goroutine: from attempt 1, from a hook or classifier the caller's
+// goroutine ran, or raised again by verdict. No goroutine of the call may
+// outlive it: the machinery is told that attempt 1 is over and waited
+// for, or, when the caller's goroutine ran the loop, the attempts in
+// flight are cancelled and waited for.
+func (r *hedgeRun[T]) unwind() {
+	switch {
+	case !r.handedFirst && !r.stopMachine():
+		r.resultsChan() <- hedgeResult[T]{n: 1, panic: errCallerUnwound}
+		r.awaitMachine()
+	case r.handedFirst && r.res != nil && r.done == nil:
+		// The loop ran here; the machinery never started.
+		r.drain()
+	}
+}
+
+// errCallerUnwound is the result of attempt 1 when a panic ends it on the
+// caller's goroutine, for the machinery: the caller raises that panic
+// itself.
+var errCallerUnwound = &gopanic.Panic{Value: "rebound: the caller's goroutine is unwinding"}
 
 // hedgeRun is the state of one [Hedge] call. The caller's goroutine owns it
 // until the machinery starts; from then on the machinery's goroutine does,
@@ -100,6 +149,12 @@ type hedgeRun[T any] struct {
 
 	v   T
 	err error
+	// panic is a panic of a goroutine of the call, for the caller to
+	// raise; set before done is closed, or by the caller's own loop.
+	panic *gopanic.Panic
+	// handedFirst: the caller has handed attempt 1's result over, to the
+	// machinery or to its own loop.
+	handedFirst bool
 }
 
 // startLater starts the machinery after d: at once for d <= 0.
@@ -192,8 +247,18 @@ func (r *hedgeRun[T]) doneChan() chan struct{} {
 
 // machine is the hedging machinery, started when the delay first fires:
 // it sends the hedge that is due and runs the call to its verdict.
+//
+// A panic on its goroutine (from a classifier, a budget, a hook, the
+// hedging delay or the clock) ends the call: the attempts are cancelled
+// and waited for, and the caller raises the panic (see package gopanic).
 func (r *hedgeRun[T]) machine() {
-	defer close(r.doneChan())
+	returned := false
+	defer func() {
+		if p := gopanic.Recovered(recover(), returned); p != nil {
+			r.abort(p)
+		}
+		close(r.doneChan())
+	}()
 	r.resultsChan()
 	if r.st.listen() != 0 {
 		// The first attempt's response has started: no hedge follows.
@@ -202,6 +267,7 @@ func (r *hedgeRun[T]) machine() {
 		r.hedge()
 	}
 	r.loop()
+	returned = true
 }
 
 // cancelAll cancels every attempt's context.
@@ -219,26 +285,62 @@ func (r *hedgeRun[T]) ended(n int) {
 	}
 }
 
-// launch sends the next attempt on a goroutine of its own.
+// launch sends the next attempt on a goroutine of its own. A panic in
+// the attempt is its result: handle ends the call with it.
 func (r *hedgeRun[T]) launch() {
+	if n := r.sent + 1; n > 1 && r.c.OnHedge != nil {
+		r.c.OnHedge(n)
+	}
 	r.sent++
 	r.running++
-	if r.sent > 1 && r.c.OnHedge != nil {
-		r.c.OnHedge(r.sent)
-	}
 	actx, acancel := context.WithCancel(r.parent)
 	r.cancels = append(r.cancels, acancel)
 	go func(a *attemptContext) {
+		returned := false
+		defer func() {
+			if p := gopanic.Recovered(recover(), returned); p != nil {
+				r.res <- hedgeResult[T]{n: a.n, panic: p}
+			}
+		}()
 		v, err := r.op(a, a.n)
-		r.res <- hedgeResult[T]{a.n, v, err}
+		returned = true
+		r.res <- hedgeResult[T]{n: a.n, v: v, err: err}
 	}(&attemptContext{Context: actx, st: &r.st, n: r.sent})
 }
 
 // finish cancels the attempts still running and waits for them.
 func (r *hedgeRun[T]) finish() {
 	r.cancelAll()
-	for ; r.running > 0; r.running-- {
-		r.ended((<-r.res).n)
+	for r.running > 0 {
+		res := <-r.res
+		r.running--
+		r.ended(res.n)
+	}
+}
+
+// abort ends the call with p, a panic on the machinery's goroutine: every
+// attempt is cancelled and waited for. What the budget is told meanwhile
+// may panic again; p is the one the caller raises.
+func (r *hedgeRun[T]) abort(p *gopanic.Panic) {
+	r.disarm()
+	if r.panic == nil {
+		r.panic = p
+	}
+	r.drain()
+}
+
+// drain cancels the attempts in flight and waits for them, telling the
+// budget of each; a panic of a hook meanwhile is dropped (the call has
+// one to raise, or is unwinding from one).
+func (r *hedgeRun[T]) drain() {
+	r.cancelAll()
+	for r.running > 0 {
+		res := <-r.res
+		r.running--
+		if res.panic != nil && res.panic != errCallerUnwound && r.panic == nil {
+			r.panic = res.panic
+		}
+		gopanic.Run(func() { r.ended(res.n) }, func(*gopanic.Panic) {})
 	}
 }
 
@@ -339,6 +441,16 @@ func (r *hedgeRun[T]) loop() {
 
 // handle takes one attempt's result, and reports whether the call is over.
 func (r *hedgeRun[T]) handle(res hedgeResult[T]) bool {
+	if res.panic != nil {
+		// The attempt panicked: the call ends, and the caller raises
+		// the panic (unless it is unwinding from one of its own).
+		if res.panic != errCallerUnwound {
+			r.panic = res.panic
+		}
+		r.disarm()
+		r.drain()
+		return true
+	}
 	if w := int(r.st.committed.Load()); w != 0 && w != res.n {
 		return false // cancelled, or about to be: the call is w's
 	}

@@ -8,25 +8,26 @@ import (
 )
 
 // ErrRateLimited is the error of an attempt that an adaptive rate limit
-// ([RateLimiter]) did not send because its turn would come after the
+// ([AdaptiveRateLimit]) did not send because its turn would come after the
 // call's deadline. It wraps [ErrRejectedLocally]: the attempt never left,
 // no strategy retries it, and the call ends at once, with [ErrThrottled]
 // as its reason, rather than queue until it times out.
 var ErrRateLimited = fmt.Errorf("rebound: waiting for the adaptive rate limit would pass the deadline: %w", ErrRejectedLocally)
 
-// AdaptiveRateLimit sets a [RateLimiter]: an adaptive client-side limit on
-// the rate of attempts sent to one server, which learns the server's limit
-// from its answers. The zero value means the defaults, the constants of
-// the AWS SDKs' adaptive retry mode (botocore, aws-sdk-java-v2,
-// aws-sdk-go-v2), which have years of use against rate-limited APIs
-// behind them. Every field is either 0, for its default, or a finite
-// positive number in its range; anything else is an error naming the
-// field. What the limiter adds to the AWS SDKs' mode (a slow start
-// before the first throttle, a round of at least three attempts between
-// cuts, a bucket of a tenth of a second: see [RateLimiter], which says
-// why) has fixed constants, not settings: each was measured against the
-// AWS SDKs' mode with these defaults.
-type AdaptiveRateLimit struct {
+// AdaptiveRateLimitConfig sets an [AdaptiveRateLimit]: an adaptive
+// client-side limit on the rate of attempts sent to one server, which
+// learns the server's limit from its answers. A zero field means its
+// default, [DefaultAdaptiveRateLimit]'s value: the constants of the AWS
+// SDKs' adaptive retry mode (botocore, aws-sdk-java-v2, aws-sdk-go-v2),
+// which have years of use against rate-limited APIs behind them. Every
+// field is either 0, for its default, or a finite positive number in its
+// range; anything else is an error naming the field. What the limiter
+// adds to the AWS SDKs' mode (a slow start before the first throttle, a
+// round of at least three attempts between cuts, a bucket of a tenth of a
+// second: see [AdaptiveRateLimit], which says why) has fixed constants,
+// not settings: each was measured against the AWS SDKs' mode with these
+// defaults.
+type AdaptiveRateLimitConfig struct {
 	// Beta is the factor the rate is cut by on a throttling answer, as in
 	// CUBIC. 0 means 0.7; else it must be in (0, 1). Lower gives room to
 	// other clients sooner, at the cost of a deeper dip after each
@@ -45,17 +46,18 @@ type AdaptiveRateLimit struct {
 	MinRate float64
 }
 
-// Defaults of [AdaptiveRateLimit], the AWS SDKs' constants.
-const (
-	DefaultRateLimitBeta          = 0.7
-	DefaultRateLimitScaleConstant = 0.4
-	DefaultRateLimitSmoothing     = 0.8
-	DefaultRateLimitMinRate       = 0.5
-)
+// DefaultAdaptiveRateLimit returns the defaults of
+// [AdaptiveRateLimitConfig], the values its zero fields stand for: the AWS
+// SDKs' constants, Beta 0.7, ScaleConstant 0.4, Smoothing 0.8 and MinRate
+// 0.5.
+func DefaultAdaptiveRateLimit() AdaptiveRateLimitConfig {
+	return AdaptiveRateLimitConfig{Beta: 0.7, ScaleConstant: 0.4, Smoothing: 0.8, MinRate: 0.5}
+}
 
 // withDefaults returns c with zero fields set to their defaults, or an
 // error naming the first invalid field.
-func (c AdaptiveRateLimit) withDefaults() (AdaptiveRateLimit, error) {
+func (c AdaptiveRateLimitConfig) withDefaults() (AdaptiveRateLimitConfig, error) {
+	def := DefaultAdaptiveRateLimit()
 	fields := []struct {
 		name      string
 		v         *float64
@@ -63,10 +65,10 @@ func (c AdaptiveRateLimit) withDefaults() (AdaptiveRateLimit, error) {
 		atMostOne bool // the field is a fraction: at most 1
 		belowOne  bool // strictly below 1
 	}{
-		{"Beta", &c.Beta, DefaultRateLimitBeta, false, true},
-		{"ScaleConstant", &c.ScaleConstant, DefaultRateLimitScaleConstant, false, false},
-		{"Smoothing", &c.Smoothing, DefaultRateLimitSmoothing, true, false},
-		{"MinRate", &c.MinRate, DefaultRateLimitMinRate, false, false},
+		{"Beta", &c.Beta, def.Beta, false, true},
+		{"ScaleConstant", &c.ScaleConstant, def.ScaleConstant, false, false},
+		{"Smoothing", &c.Smoothing, def.Smoothing, true, false},
+		{"MinRate", &c.MinRate, def.MinRate, false, false},
 	}
 	for _, f := range fields {
 		v := *f.v
@@ -75,34 +77,34 @@ func (c AdaptiveRateLimit) withDefaults() (AdaptiveRateLimit, error) {
 			*f.v = f.def
 			continue
 		case math.IsNaN(v) || math.IsInf(v, 0) || v < 0:
-			return c, fmt.Errorf("rebound: AdaptiveRateLimit.%s must be a finite positive number (0 for %v), got %v", f.name, f.def, v)
+			return c, fmt.Errorf("rebound: AdaptiveRateLimitConfig.%s must be a finite positive number (0 for %v), got %v", f.name, f.def, v)
 		case f.belowOne && v >= 1:
-			return c, fmt.Errorf("rebound: AdaptiveRateLimit.%s must be below 1 (0 for %v), got %v", f.name, f.def, v)
+			return c, fmt.Errorf("rebound: AdaptiveRateLimitConfig.%s must be below 1 (0 for %v), got %v", f.name, f.def, v)
 		case f.atMostOne && v > 1:
-			return c, fmt.Errorf("rebound: AdaptiveRateLimit.%s must be at most 1 (0 for %v), got %v", f.name, f.def, v)
+			return c, fmt.Errorf("rebound: AdaptiveRateLimitConfig.%s must be at most 1 (0 for %v), got %v", f.name, f.def, v)
 		}
 	}
 	return c, nil
 }
 
 // Validate reports the first invalid field of c, or nil.
-func (c AdaptiveRateLimit) Validate() error {
+func (c AdaptiveRateLimitConfig) Validate() error {
 	_, err := c.withDefaults()
 	return err
 }
 
 // RateFeedback is what one answer says about the server's limit.
 type RateFeedback struct {
-	// Throttled says the server refused the attempt because the client
+	// SlowDown says the server refused the attempt because the client
 	// sends too fast: HTTP 429, 503 with Retry-After, gRPC and Connect
-	// RESOURCE_EXHAUSTED, any answer with pushback.
-	Throttled bool
+	// RESOURCE_EXHAUSTED, any answer with pushback ([RetryInfo.SlowDown]).
+	SlowDown bool
 	// Wait is the server's explicit wait (Retry-After, pushback,
 	// google.rpc.RetryInfo), 0 for none.
 	Wait time.Duration
 }
 
-// Reservation is a send token taken from a [RateLimiter]: the attempt
+// Reservation is a send token taken from an [AdaptiveRateLimit]: the attempt
 // may go at Time, or, during the limiter's slow start, once Answer is
 // closed. Its zero value is a token of a limiter that was not limiting.
 type Reservation struct {
@@ -123,13 +125,13 @@ func (r Reservation) Time() time.Time { return r.at }
 // channel closed at the next answer to one of them (or when the slow
 // start ends). The attempt then waits for the channel or for Time,
 // whichever comes first, gives the reservation back with
-// [RateLimiter.Cancel], and reserves again.
+// [AdaptiveRateLimit.Cancel], and reserves again.
 func (r Reservation) Answer() <-chan struct{} { return r.answer }
 
 // Delay returns how long from now the attempt must wait, 0 if none.
 func (r Reservation) Delay(now time.Time) time.Duration { return max(0, r.at.Sub(now)) }
 
-// RateLimiter is an adaptive client-side rate limit on the attempts sent
+// AdaptiveRateLimit is an adaptive client-side rate limit on the attempts sent
 // to one server. It does what the AWS SDKs' adaptive retry mode does: it
 // limits nothing until the first throttling answer, then sends through a
 // token bucket whose rate follows CUBIC (a cut to Beta times the rate at
@@ -200,12 +202,33 @@ func (r Reservation) Delay(now time.Time) time.Duration { return max(0, r.at.Sub
 // only a small burst, and a second's worth sent at once after a pause
 // would be refused.
 //
+// Once the server stops refusing, the rate is back at the rate W it was
+// cut from K = ∛(W·(1−Beta)/ScaleConstant) seconds after the last cut (or
+// after the server's explicit wait, if that ends later), and from there
+// it climbs by ScaleConstant·t³. With the defaults, K is 2.5s from 20/s
+// and 5.3s from 200/s; the rate is 10/s above W 2.9s after that, 100/s
+// above it 6.3s after; from the floor of 0.5/s it is at 20/s about 4.4s
+// after the cut. The climb goes no higher than twice the rate the client
+// is measured to send (and a success may bring the rate down to that, as
+// in the AWS SDKs), so this holds while the callers ask for more than the
+// rate. It holds on a busy machine too: a wait whose timer fires late
+// keeps its turn (see [AdaptiveRateLimit.Ready]), an attempt refused for its
+// deadline takes none (see [AdaptiveRateLimit.ReserveBy]), and while callers
+// are refused for want of turns a success never lowers the rate, whatever
+// the measure (answers come in late on a loaded machine, and a wait that
+// ends past its deadline leaves its turn unused). Before, a client under
+// -race on a loaded machine fell to a request or two a second after the
+// server had stopped refusing: its refusals, its late timers and its
+// late answers cost it turns and measure, and each success then lowered
+// the rate.
+//
 // Time is an argument, so that tests and simulations drive it; waiting is
 // the caller's (the clients of grpcretry, connectretry and httpretry wait
-// within the call's context, never holding a lock). A RateLimiter is safe
-// for concurrent use. Use [NewRateLimiter]; the zero value is not usable.
-type RateLimiter struct {
-	c AdaptiveRateLimit
+// within the call's context, never holding a lock). An AdaptiveRateLimit
+// is safe for concurrent use. Use [NewAdaptiveRateLimit]; the zero value
+// is not usable.
+type AdaptiveRateLimit struct {
+	c AdaptiveRateLimitConfig
 
 	mu      sync.Mutex
 	enabled bool // a throttle has been seen: the bucket limits
@@ -245,6 +268,7 @@ type RateLimiter struct {
 	cutSeq   int64     // attempts sent before the last cut
 	seq      int64     // attempts sent
 	holdTill time.Time // the server's explicit wait: no climb before
+	refused  time.Time // the last attempt refused for its deadline
 }
 
 // The slow start: the attempts in flight at first, the window at which
@@ -257,22 +281,40 @@ const (
 	roundAttempts   = 3
 )
 
-// NewRateLimiter returns a RateLimiter that has seen nothing and does not
-// limit yet, or an error naming the bad field of c.
-func NewRateLimiter(c AdaptiveRateLimit) (*RateLimiter, error) {
+// NewAdaptiveRateLimit returns an AdaptiveRateLimit that has seen nothing
+// and does not limit yet, or an error naming the bad field of c.
+func NewAdaptiveRateLimit(c AdaptiveRateLimitConfig) (*AdaptiveRateLimit, error) {
 	c, err := c.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	return &RateLimiter{c: c, window: slowStartWindow}, nil
+	return &AdaptiveRateLimit{c: c, window: slowStartWindow}, nil
 }
 
 // Reserve takes a send token at now. The attempt may go at the returned
 // reservation's Time, or, if its Answer is not nil, must wait for that
 // first (see [Reservation.Answer]); one that will not wait that long
-// gives the token back with [RateLimiter.Cancel]. Before the first
+// gives the token back with [AdaptiveRateLimit.Cancel]. Before the first
 // throttle, once the slow start has ended, every reservation is for now.
-func (l *RateLimiter) Reserve(now time.Time) Reservation {
+func (l *AdaptiveRateLimit) Reserve(now time.Time) Reservation {
+	r, _ := l.ReserveBy(now, time.Time{})
+	return r
+}
+
+// ReserveBy is Reserve for an attempt that must go by deadline (the zero
+// time for none). When its turn would come after deadline it takes nothing
+// and reports false: the attempt is refused locally, and the refusal
+// leaves no trace in the limiter's queue or rounds, however many callers
+// are refused at once; the limiter only notes that callers ask for more
+// than its rate (see [AdaptiveRateLimit]). (A token taken and given back with
+// Cancel is not the same: when another caller reserved in between, the
+// first token cannot be given back, and on a busy machine, where callers
+// are refused in a tight loop, each of those left a turn in the queue that
+// no attempt used, until the queue ran ahead of every deadline and nothing
+// was sent at all.) A reservation of the slow start (see
+// [Reservation.Answer]) is not refused: its wait has no known end but the
+// slow start's, and an answer usually comes within a round trip.
+func (l *AdaptiveRateLimit) ReserveBy(now, deadline time.Time) (Reservation, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.enabled && !l.slowEnd {
@@ -287,9 +329,45 @@ func (l *RateLimiter) Reserve(now time.Time) Reservation {
 			}
 			l.waiting++
 			l.wanted = max(l.wanted, l.seq+l.waiting)
-			return Reservation{at: l.firstSent.Add(slowStartTime), cut: l.cuts, answer: l.answer}
+			return Reservation{at: l.firstSent.Add(slowStartTime), cut: l.cuts, answer: l.answer}, true
 		}
 	}
+	if !l.enabled {
+		l.took(now)
+		if !l.slowEnd {
+			l.inFlight++
+			l.wanted = max(l.wanted, l.seq+l.waiting)
+			return Reservation{at: now, cut: l.cuts, seq: l.seq, slot: true}, true
+		}
+		return Reservation{at: now, cut: l.cuts, seq: l.seq}, true
+	}
+	l.refill(now)
+	tokens := l.tokens - 1
+	at := now
+	if tokens < 0 {
+		at = now.Add(seconds(-tokens / l.rate))
+		// After the rate rose, the debt is worth less time than the
+		// reservations already given out: the new one goes after the
+		// last of them, not among them as a burst.
+		if next := l.latest.Add(seconds(1 / l.rate)); l.latest.After(now) && at.Before(next) {
+			at = next
+			tokens = -next.Sub(now).Seconds() * l.rate
+		}
+	}
+	if !deadline.IsZero() && at.After(deadline) {
+		l.refused = now
+		return Reservation{at: at}, false
+	}
+	l.took(now)
+	l.tokens = tokens
+	if at.After(l.latest) {
+		l.latest = at
+	}
+	return Reservation{at: at, cut: l.cuts, seq: l.seq, paid: true}, true
+}
+
+// took counts an attempt reserved at now: it will be sent.
+func (l *AdaptiveRateLimit) took(now time.Time) {
 	if !l.measured {
 		if l.sent == 0 {
 			l.firstSent = now
@@ -297,43 +375,18 @@ func (l *RateLimiter) Reserve(now time.Time) Reservation {
 		l.sent++
 	}
 	l.seq++
-	if !l.enabled {
-		if !l.slowEnd {
-			l.inFlight++
-			l.wanted = max(l.wanted, l.seq+l.waiting)
-			return Reservation{at: now, cut: l.cuts, seq: l.seq, slot: true}
-		}
-		return Reservation{at: now, cut: l.cuts, seq: l.seq}
-	}
-	l.refill(now)
-	l.tokens--
-	at := now
-	if l.tokens < 0 {
-		at = now.Add(seconds(-l.tokens / l.rate))
-		// After the rate rose, the debt is worth less time than the
-		// reservations already given out: the new one goes after the
-		// last of them, not among them as a burst.
-		if next := l.latest.Add(seconds(1 / l.rate)); l.latest.After(now) && at.Before(next) {
-			at = next
-			l.tokens = -next.Sub(now).Seconds() * l.rate
-		}
-	}
-	if at.After(l.latest) {
-		l.latest = at
-	}
-	return Reservation{at: at, cut: l.cuts, seq: l.seq, paid: true}
 }
 
 // endSlowStart ends the slow start and lets every attempt waiting in it
 // reserve again.
-func (l *RateLimiter) endSlowStart() {
+func (l *AdaptiveRateLimit) endSlowStart() {
 	l.slowEnd = true
 	l.wake()
 }
 
 // wake lets the attempts waiting for an answer in the slow start reserve
 // again.
-func (l *RateLimiter) wake() {
+func (l *AdaptiveRateLimit) wake() {
 	if l.answer != nil {
 		close(l.answer)
 		l.answer = nil
@@ -341,7 +394,7 @@ func (l *RateLimiter) wake() {
 }
 
 // answered frees the slow-start slot of r, if it took one.
-func (l *RateLimiter) answered(r Reservation) {
+func (l *AdaptiveRateLimit) answered(r Reservation) {
 	if r.slot && l.inFlight > 0 {
 		l.inFlight--
 		l.wake()
@@ -351,7 +404,7 @@ func (l *RateLimiter) answered(r Reservation) {
 // Cancel gives back the token of r, which was not used, at now. Tokens
 // that later reservations have counted on are not given back (as in
 // golang.org/x/time/rate): they would go earlier than promised.
-func (l *RateLimiter) Cancel(r Reservation, now time.Time) {
+func (l *AdaptiveRateLimit) Cancel(r Reservation, now time.Time) {
 	if !r.paid && !r.slot && r.answer == nil {
 		return
 	}
@@ -378,26 +431,26 @@ func (l *RateLimiter) Cancel(r Reservation, now time.Time) {
 }
 
 // Observe tells the limiter the answer at now to the attempt sent with r.
-func (l *RateLimiter) Observe(r Reservation, now time.Time, f RateFeedback) {
+func (l *AdaptiveRateLimit) Observe(r Reservation, now time.Time, f RateFeedback) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.measure(now)
 	l.answered(r)
-	if f.Throttled && f.Wait > 0 {
+	if f.SlowDown && f.Wait > 0 {
 		if till := now.Add(f.Wait); till.After(l.holdTill) {
 			l.holdTill = till
 		}
 	}
 	var next float64
 	switch {
-	case f.Throttled && !l.enabled && !l.slowEnd:
+	case f.SlowDown && !l.enabled && !l.slowEnd:
 		// The first cut, from the slow start's reference (see cut): the
 		// attempts answered so far are too few to cap it.
 		l.setRate(now, l.cut(now, f.Wait))
 		return
-	case f.Throttled && (!l.enabled || r.cut == l.cuts && r.seq-l.cutSeq >= roundAttempts):
+	case f.SlowDown && (!l.enabled || r.cut == l.cuts && r.seq-l.cutSeq >= roundAttempts):
 		next = l.cut(now, f.Wait)
-	case f.Throttled && r.cut == l.cuts:
+	case f.SlowDown && r.cut == l.cuts:
 		// Within the round: the rate holds (the server's wait, above,
 		// holds it longer).
 		return
@@ -409,14 +462,29 @@ func (l *RateLimiter) Observe(r Reservation, now time.Time, f RateFeedback) {
 		}
 		return
 	default:
-		next = l.climb(now)
+		// The climb goes no higher than twice the rate measured, so that
+		// a client that sends little does not earn a rate it never
+		// tried, and a success may bring the rate down to that. Not
+		// while callers are refused for want of turns, though: the
+		// client then asks for more than the rate, and a measure below
+		// it is its own doing (on a loaded machine its answers come in
+		// late, and a wait that ends past its deadline leaves its turn
+		// unused), not the server's word. Lowering the rate on it
+		// spiralled a client under -race on a loaded machine down to a
+		// request or two a second after the server had stopped refusing.
+		limit := 2 * l.sendRate(now)
+		if !l.refused.IsZero() && now.Sub(l.refused) < time.Second {
+			limit = max(limit, l.rate)
+		}
+		l.setRate(now, min(l.climb(now), limit))
+		return
 	}
 	l.setRate(now, min(next, 2*l.sendRate(now)))
 }
 
 // cut starts a new CUBIC round at now and returns the rate to use. The
 // climb starts once the server's wait has passed.
-func (l *RateLimiter) cut(now time.Time, wait time.Duration) float64 {
+func (l *AdaptiveRateLimit) cut(now time.Time, wait time.Duration) float64 {
 	ref := l.sendRate(now)
 	if !l.enabled && !l.slowEnd {
 		// The slow start kept the attempts waiting from going: what the
@@ -452,29 +520,39 @@ func (l *RateLimiter) cut(now time.Time, wait time.Duration) float64 {
 	return ref * l.c.Beta
 }
 
-// Ready reports whether the attempt that waited for r may go at now; if
-// not, it takes a new reservation. It may not when a cut came after r was
-// taken (r's time was set at the old rate: a cut applies at once to the
-// attempts already waiting, rather than after they have gone at the old
-// rate), nor when another waiting attempt went less than half a
-// reservation's spacing before (its wait ended late, as timers do on a
-// busy machine, and the two would reach the server as a burst).
-func (l *RateLimiter) Ready(r Reservation, now time.Time) bool {
+// Ready reports whether the attempt that waited for r may go, and when:
+// at now, or, when another waiting attempt went less than half a
+// reservation's spacing before, once that half has passed. Timers end
+// late on a busy machine, and several at once: the attempts whose waits
+// ended together go half a spacing apart rather than reach the server as
+// a burst, and each keeps its turn (an attempt that took a new one
+// instead gave up the turn it had waited for, and one such loss for
+// every late timer left a client on a loaded machine sending a fraction
+// of its rate, its callers refused for want of turns). It may not go when
+// a cut came after r was taken: r's time was set at the old rate, and the
+// attempt takes a new reservation, so that a cut applies at once to the
+// attempts already waiting rather than after they have gone at the old
+// rate.
+func (l *AdaptiveRateLimit) Ready(r Reservation, now time.Time) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !r.paid {
-		return true
+		return now, true
 	}
-	if r.cut != l.cuts || now.Sub(l.lastGo).Seconds() < 0.5/l.rate {
-		return false
+	if r.cut != l.cuts {
+		return time.Time{}, false
 	}
-	l.lastGo = now
-	return true
+	at := now
+	if next := l.lastGo.Add(seconds(0.5 / l.rate)); at.Before(next) {
+		at = next
+	}
+	l.lastGo = at
+	return at, true
 }
 
 // climb returns CUBIC's rate at now, no higher than the rate is while a
 // server's explicit wait lasts (a cut set it to the cut value).
-func (l *RateLimiter) climb(now time.Time) float64 {
+func (l *AdaptiveRateLimit) climb(now time.Time) float64 {
 	t := max(now.Sub(l.cutAt).Seconds(), 0)
 	r := l.c.ScaleConstant*math.Pow(t-l.k, 3) + l.wMax
 	if now.Before(l.holdTill) {
@@ -487,7 +565,7 @@ func (l *RateLimiter) climb(now time.Time) float64 {
 // half-second has closed. Before, it is the attempts sent so far over at
 // least a second: a burst's throttles can come back before any of its
 // successes, and the answers alone would then say the client sent one.
-func (l *RateLimiter) sendRate(now time.Time) float64 {
+func (l *AdaptiveRateLimit) sendRate(now time.Time) float64 {
 	if l.measured {
 		return l.txRate
 	}
@@ -495,7 +573,7 @@ func (l *RateLimiter) sendRate(now time.Time) float64 {
 }
 
 // measure counts an answer at now in the measured rate.
-func (l *RateLimiter) measure(now time.Time) {
+func (l *AdaptiveRateLimit) measure(now time.Time) {
 	if l.first.IsZero() {
 		l.first = now
 		l.bucket = halfSecond(now)
@@ -519,7 +597,7 @@ func halfSecond(t time.Time) float64 {
 }
 
 // setRate brings the bucket to now and changes its rate.
-func (l *RateLimiter) setRate(now time.Time, r float64) {
+func (l *AdaptiveRateLimit) setRate(now time.Time, r float64) {
 	l.refill(now)
 	l.rate = max(r, l.c.MinRate)
 	l.tokens = min(l.tokens, l.capacity())
@@ -527,9 +605,9 @@ func (l *RateLimiter) setRate(now time.Time, r float64) {
 
 // capacity is the most tokens the bucket holds: a tenth of a second's, at
 // least one.
-func (l *RateLimiter) capacity() float64 { return max(1, l.rate/10) }
+func (l *AdaptiveRateLimit) capacity() float64 { return max(1, l.rate/10) }
 
-func (l *RateLimiter) refill(now time.Time) {
+func (l *AdaptiveRateLimit) refill(now time.Time) {
 	if now.After(l.last) {
 		l.tokens = min(l.tokens+l.rate*now.Sub(l.last).Seconds(), l.capacity())
 		l.last = now
@@ -538,7 +616,7 @@ func (l *RateLimiter) refill(now time.Time) {
 
 // Rate returns the limiter's rate in requests per second, 0 while it does
 // not limit (before the first throttle).
-func (l *RateLimiter) Rate() float64 {
+func (l *AdaptiveRateLimit) Rate() float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.enabled {

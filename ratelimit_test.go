@@ -11,31 +11,56 @@ import (
 )
 
 func TestAdaptiveRateLimitValidate(t *testing.T) {
-	if err := (rebound.AdaptiveRateLimit{}).Validate(); err != nil {
+	if err := (rebound.AdaptiveRateLimitConfig{}).Validate(); err != nil {
 		t.Fatalf("zero value: %v", err)
 	}
 	bad := []struct {
 		field string
-		c     rebound.AdaptiveRateLimit
+		c     rebound.AdaptiveRateLimitConfig
 	}{
-		{"Beta", rebound.AdaptiveRateLimit{Beta: -0.1}},
-		{"Beta", rebound.AdaptiveRateLimit{Beta: 1}},
-		{"Beta", rebound.AdaptiveRateLimit{Beta: math.NaN()}},
-		{"ScaleConstant", rebound.AdaptiveRateLimit{ScaleConstant: math.Inf(1)}},
-		{"ScaleConstant", rebound.AdaptiveRateLimit{ScaleConstant: -1}},
-		{"Smoothing", rebound.AdaptiveRateLimit{Smoothing: 1.5}},
-		{"Smoothing", rebound.AdaptiveRateLimit{Smoothing: math.Inf(-1)}},
-		{"MinRate", rebound.AdaptiveRateLimit{MinRate: -0.5}},
-		{"MinRate", rebound.AdaptiveRateLimit{MinRate: math.NaN()}},
+		{"Beta", rebound.AdaptiveRateLimitConfig{Beta: -0.1}},
+		{"Beta", rebound.AdaptiveRateLimitConfig{Beta: 1}},
+		{"Beta", rebound.AdaptiveRateLimitConfig{Beta: math.NaN()}},
+		{"ScaleConstant", rebound.AdaptiveRateLimitConfig{ScaleConstant: math.Inf(1)}},
+		{"ScaleConstant", rebound.AdaptiveRateLimitConfig{ScaleConstant: -1}},
+		{"Smoothing", rebound.AdaptiveRateLimitConfig{Smoothing: 1.5}},
+		{"Smoothing", rebound.AdaptiveRateLimitConfig{Smoothing: math.Inf(-1)}},
+		{"MinRate", rebound.AdaptiveRateLimitConfig{MinRate: -0.5}},
+		{"MinRate", rebound.AdaptiveRateLimitConfig{MinRate: math.NaN()}},
 	}
 	for _, b := range bad {
-		_, err := rebound.NewRateLimiter(b.c)
-		if err == nil || !strings.Contains(err.Error(), "AdaptiveRateLimit."+b.field+" ") {
+		_, err := rebound.NewAdaptiveRateLimit(b.c)
+		if err == nil || !strings.Contains(err.Error(), "AdaptiveRateLimitConfig."+b.field+" ") {
 			t.Errorf("%+v: error %v, want one naming %s", b.c, err, b.field)
 		}
 	}
-	if _, err := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{Beta: 0.5, ScaleConstant: 1, Smoothing: 1, MinRate: 2}); err != nil {
+	if _, err := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{Beta: 0.5, ScaleConstant: 1, Smoothing: 1, MinRate: 2}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDefaultAdaptiveRateLimit: DefaultAdaptiveRateLimit returns the
+// documented defaults, and a zero field means the default's value: a
+// limiter of the zero config and one of the defaults cut, climb and floor
+// alike.
+func TestDefaultAdaptiveRateLimit(t *testing.T) {
+	def := rebound.DefaultAdaptiveRateLimit()
+	if def != (rebound.AdaptiveRateLimitConfig{Beta: 0.7, ScaleConstant: 0.4, Smoothing: 0.8, MinRate: 0.5}) || def.Validate() != nil {
+		t.Fatalf("DefaultAdaptiveRateLimit() = %+v, want Beta 0.7, ScaleConstant 0.4, Smoothing 0.8, MinRate 0.5", def)
+	}
+	zero, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
+	full, _ := rebound.NewAdaptiveRateLimit(def)
+	for _, l := range []*rebound.AdaptiveRateLimit{zero, full} {
+		feed(l, 0, 2, 10, false)
+		feed(l, 2, 2.1, 10, true) // a cut to Beta × 10
+		feed(l, 2.1, 6, 5, false) // the climb
+		feed(l, 6, 40, 10, true)  // cut after cut, down to the floor
+	}
+	if zero.Rate() != full.Rate() {
+		t.Errorf("rate %v for the zero config, %v for DefaultAdaptiveRateLimit", zero.Rate(), full.Rate())
+	}
+	if got := zero.Rate(); got != 0.5 {
+		t.Errorf("rate %v after cut on cut, want the 0.5 floor", got)
 	}
 }
 
@@ -47,21 +72,21 @@ func at(s float64) time.Time { return rlT0.Add(time.Duration(s * float64(time.Se
 
 // feed sends and answers one attempt every 1/rate seconds in [from, to),
 // each throttled or not, and returns the time after the last.
-func feed(l *rebound.RateLimiter, from, to, rate float64, throttled bool) {
+func feed(l *rebound.AdaptiveRateLimit, from, to, rate float64, throttled bool) {
 	for s := from; s < to-1e-9; s += 1 / rate {
 		r := l.Reserve(at(s))
-		l.Observe(r, at(s), rebound.RateFeedback{Throttled: throttled})
+		l.Observe(r, at(s), rebound.RateFeedback{SlowDown: throttled})
 	}
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 0.05*math.Max(1, math.Abs(b)) }
 
-// TestRateLimiterCubic walks the CUBIC curve on a fake clock: nothing is
+// TestAdaptiveRateLimitCubic walks the CUBIC curve on a fake clock: nothing is
 // limited before the first throttle; the throttle cuts to Beta times the
 // measured rate; the rate climbs back to it in K = cbrt(W·(1-β)/C)
 // seconds and then probes above it.
-func TestRateLimiterCubic(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+func TestAdaptiveRateLimitCubic(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	feed(l, 0, 2, 10, false)
 	if l.Rate() != 0 {
 		t.Fatalf("rate %v before any throttle, want 0 (not limiting)", l.Rate())
@@ -70,7 +95,7 @@ func TestRateLimiterCubic(t *testing.T) {
 		t.Fatal("a reservation waits before any throttle")
 	}
 	r := l.Reserve(at(2))
-	l.Observe(r, at(2), rebound.RateFeedback{Throttled: true})
+	l.Observe(r, at(2), rebound.RateFeedback{SlowDown: true})
 	if got := l.Rate(); !near(got, 7) {
 		t.Fatalf("rate after the throttle %v, want 0.7 × 10", got)
 	}
@@ -95,28 +120,28 @@ func TestRateLimiterCubic(t *testing.T) {
 	}
 }
 
-// TestRateLimiterMinRate: the rate never falls below MinRate.
-func TestRateLimiterMinRate(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{MinRate: 2})
+// TestAdaptiveRateLimitMinRate: the rate never falls below MinRate.
+func TestAdaptiveRateLimitMinRate(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 2})
 	r := l.Reserve(at(0))
-	l.Observe(r, at(0), rebound.RateFeedback{Throttled: true})
+	l.Observe(r, at(0), rebound.RateFeedback{SlowDown: true})
 	if l.Rate() != 2 {
 		t.Fatalf("rate %v, want the floor 2", l.Rate())
 	}
 }
 
-// TestRateLimiterOneCutPerRound: a burst of throttles of attempts sent
+// TestAdaptiveRateLimitOneCutPerRound: a burst of throttles of attempts sent
 // before a cut cuts once; a throttle of one of the first two attempts
 // sent after it holds the rate; of the third, cuts again.
-func TestRateLimiterOneCutPerRound(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+func TestAdaptiveRateLimitOneCutPerRound(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	feed(l, 0, 2, 20, false)
 	burst := make([]rebound.Reservation, 20)
 	for i := range burst {
 		burst[i] = l.Reserve(at(2))
 	}
 	for _, r := range burst {
-		l.Observe(r, at(2.01), rebound.RateFeedback{Throttled: true})
+		l.Observe(r, at(2.01), rebound.RateFeedback{SlowDown: true})
 	}
 	first := l.Rate()
 	if !near(first, 14) {
@@ -124,27 +149,27 @@ func TestRateLimiterOneCutPerRound(t *testing.T) {
 	}
 	for i, s := range []float64{2.1, 2.2} {
 		r := l.Reserve(at(s))
-		l.Observe(r, at(s), rebound.RateFeedback{Throttled: true})
+		l.Observe(r, at(s), rebound.RateFeedback{SlowDown: true})
 		if got := l.Rate(); !near(got, first) {
 			t.Fatalf("a throttle of attempt %d after the cut changed the rate to %v, want it held at %v", i+1, got, first)
 		}
 	}
 	r := l.Reserve(at(2.3))
-	l.Observe(r, at(2.3), rebound.RateFeedback{Throttled: true})
+	l.Observe(r, at(2.3), rebound.RateFeedback{SlowDown: true})
 	if got := l.Rate(); !(got < first*0.75) {
 		t.Fatalf("a throttle of the third attempt sent after the cut left the rate at %v", got)
 	}
 }
 
-// TestRateLimiterWaitCaps: the server's wait on a throttle that does not
+// TestAdaptiveRateLimitWaitCaps: the server's wait on a throttle that does not
 // cut (within the round) keeps the rate from rising until it has passed,
 // at the rate it had, not at the cut value; then the climb goes on along
 // the curve of the last cut.
-func TestRateLimiterWaitCaps(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+func TestAdaptiveRateLimitWaitCaps(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	feed(l, 0, 2, 10, false)
 	r := l.Reserve(at(2))
-	l.Observe(r, at(2), rebound.RateFeedback{Throttled: true}) // 7, no wait
+	l.Observe(r, at(2), rebound.RateFeedback{SlowDown: true}) // 7, no wait
 	// The first attempt after the cut; its answer comes late.
 	slow := l.Reserve(at(2))
 	feed(l, 2, 3, 10, false)
@@ -152,7 +177,7 @@ func TestRateLimiterWaitCaps(t *testing.T) {
 	if !(before > 7) {
 		t.Fatalf("rate %v a second after the cut, want it climbing above 7", before)
 	}
-	l.Observe(slow, at(3), rebound.RateFeedback{Throttled: true, Wait: 2 * time.Second})
+	l.Observe(slow, at(3), rebound.RateFeedback{SlowDown: true, Wait: 2 * time.Second})
 	if got := l.Rate(); got != before {
 		t.Fatalf("rate %v after a throttle within the round, want no cut (%v)", got, before)
 	}
@@ -167,13 +192,13 @@ func TestRateLimiterWaitCaps(t *testing.T) {
 	}
 }
 
-// TestRateLimiterSlowStart: before the first throttle, four attempts go
+// TestAdaptiveRateLimitSlowStart: before the first throttle, four attempts go
 // at once and the next waits for an answer; each answer that is not a
 // throttle lets two go (its place and one more); the first throttle ends
 // the slow start, wakes the attempts waiting, and sets the rate from what
 // the client would have sent, those waiting included.
-func TestRateLimiterSlowStart(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+func TestAdaptiveRateLimitSlowStart(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	var flying []rebound.Reservation
 	for range 4 {
 		r := l.Reserve(at(0))
@@ -211,7 +236,7 @@ func TestRateLimiterSlowStart(t *testing.T) {
 	if l.Rate() != 0 {
 		t.Fatalf("rate %v in the slow start, want 0 (no bucket)", l.Rate())
 	}
-	l.Observe(flying[1], at(0.002), rebound.RateFeedback{Throttled: true, Wait: time.Second})
+	l.Observe(flying[1], at(0.002), rebound.RateFeedback{SlowDown: true, Wait: time.Second})
 	select {
 	case <-waiting[0].Answer():
 	default:
@@ -229,11 +254,11 @@ func TestRateLimiterSlowStart(t *testing.T) {
 	}
 }
 
-// TestRateLimiterSlowStartEnds: the slow start ends a quarter-second
+// TestAdaptiveRateLimitSlowStartEnds: the slow start ends a quarter-second
 // after the first attempt even if no answer came (a stream answers when
 // its messages end), and when the window has opened to 256.
-func TestRateLimiterSlowStartEnds(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+func TestAdaptiveRateLimitSlowStartEnds(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	for range 4 {
 		l.Reserve(at(0))
 	}
@@ -245,7 +270,7 @@ func TestRateLimiterSlowStartEnds(t *testing.T) {
 			t.Fatal("an attempt waits a quarter-second after the first")
 		}
 	}
-	l, _ = rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+	l, _ = rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	for i := range 256 - 4 {
 		r := l.Reserve(at(0))
 		if r.Answer() != nil {
@@ -260,12 +285,12 @@ func TestRateLimiterSlowStartEnds(t *testing.T) {
 	}
 }
 
-// TestRateLimiterConverges: a client that would send 40/s, paced by the
+// TestAdaptiveRateLimitConverges: a client that would send 40/s, paced by the
 // limiter, against a server that accepts 20/s with a burst of 2, settles
 // just under the server's limit: after the start, nearly every attempt
 // is accepted and the accepted rate is close to 20/s.
-func TestRateLimiterConverges(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+func TestAdaptiveRateLimitConverges(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	srv := struct{ tokens, last float64 }{tokens: 2}
 	allow := func(s float64) bool {
 		srv.tokens = math.Min(2, srv.tokens+(s-srv.last)*20)
@@ -281,7 +306,7 @@ func TestRateLimiterConverges(t *testing.T) {
 		r := l.Reserve(at(s))
 		s = r.Time().Sub(rlT0).Seconds()
 		ok := allow(s)
-		l.Observe(r, at(s), rebound.RateFeedback{Throttled: !ok, Wait: time.Second})
+		l.Observe(r, at(s), rebound.RateFeedback{SlowDown: !ok, Wait: time.Second})
 		if s >= 5 {
 			sent++
 			if ok {
@@ -295,14 +320,14 @@ func TestRateLimiterConverges(t *testing.T) {
 	}
 }
 
-// TestRateLimiterHold: the server's explicit wait holds the rate at its
+// TestAdaptiveRateLimitHold: the server's explicit wait holds the rate at its
 // cut value until it has passed; then the climb starts, reaching the old
 // rate K seconds later.
-func TestRateLimiterHold(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+func TestAdaptiveRateLimitHold(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	feed(l, 0, 2, 10, false)
 	r := l.Reserve(at(2))
-	l.Observe(r, at(2), rebound.RateFeedback{Throttled: true, Wait: 3 * time.Second})
+	l.Observe(r, at(2), rebound.RateFeedback{SlowDown: true, Wait: 3 * time.Second})
 	feed(l, 2, 4.95, 10, false)
 	if got := l.Rate(); !near(got, 7) {
 		t.Fatalf("rate %v within the server's wait, want it held at 7", got)
@@ -316,12 +341,12 @@ func TestRateLimiterHold(t *testing.T) {
 	}
 }
 
-// TestRateLimiterReserveCancel: reservations are spaced at the rate; a
+// TestAdaptiveRateLimitReserveCancel: reservations are spaced at the rate; a
 // cancelled one gives its token back, unless later ones counted on it.
-func TestRateLimiterReserveCancel(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{MinRate: 10})
+func TestAdaptiveRateLimitReserveCancel(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 10})
 	r := l.Reserve(at(0))
-	l.Observe(r, at(0), rebound.RateFeedback{Throttled: true}) // limits at the floor, 10/s
+	l.Observe(r, at(0), rebound.RateFeedback{SlowDown: true}) // limits at the floor, 10/s
 	now := at(0)
 	var rs []rebound.Reservation
 	for range 3 {
@@ -342,15 +367,15 @@ func TestRateLimiterReserveCancel(t *testing.T) {
 	}
 }
 
-// TestRateLimiterBounded: the limiter's state is a fixed set of numbers,
+// TestAdaptiveRateLimitBounded: the limiter's state is a fixed set of numbers,
 // whatever it sees: reserving and observing allocate nothing.
-func TestRateLimiterBounded(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+func TestAdaptiveRateLimitBounded(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	s := 0.0
 	allocs := testing.AllocsPerRun(10_000, func() {
 		s += 0.001
 		r := l.Reserve(at(s))
-		l.Observe(r, at(s), rebound.RateFeedback{Throttled: int(s*1000)%7 == 0, Wait: time.Second})
+		l.Observe(r, at(s), rebound.RateFeedback{SlowDown: int(s*1000)%7 == 0, Wait: time.Second})
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per attempt, want 0", allocs)
@@ -363,41 +388,118 @@ func TestErrRateLimited(t *testing.T) {
 	}
 }
 
-// TestRateLimiterReady: an attempt whose wait ended after a cut takes a
-// new turn at the new rate; of two waits that end together, the second
-// takes a new turn rather than reach the server as a burst.
-func TestRateLimiterReady(t *testing.T) {
-	l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{MinRate: 10})
+// TestAdaptiveRateLimitReady: an attempt whose wait ended after a cut takes a
+// new turn at the new rate; of waits that end together (late timers), the
+// first goes and each of the others keeps its turn and goes half a
+// spacing after the one before, so that no turn is lost: the next
+// reservation is where it would have been.
+func TestAdaptiveRateLimitReady(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 10})
 	r := l.Reserve(at(0))
-	l.Observe(r, at(0), rebound.RateFeedback{Throttled: true}) // 10/s
-	a, b := l.Reserve(at(0)), l.Reserve(at(0))
-	if !l.Ready(a, a.Time()) {
-		t.Fatal("the first wait to end was not ready")
+	l.Observe(r, at(0), rebound.RateFeedback{SlowDown: true}) // 10/s
+	a, b, c := l.Reserve(at(0)), l.Reserve(at(0)), l.Reserve(at(0))
+	// All three timers fire 250ms late, together.
+	woke := c.Time().Add(250 * time.Millisecond)
+	for i, want := range []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond} {
+		got, ok := l.Ready([]rebound.Reservation{a, b, c}[i], woke)
+		if !ok || got.Sub(woke) != want {
+			t.Fatalf("wait %d of three that ended together: go %v after they ended (ready %v), want %v", i, got.Sub(woke), ok, want)
+		}
 	}
-	late := b.Time().Add(-90 * time.Millisecond) // ends 10ms after a: a burst
-	if l.Ready(b, a.Time().Add(10*time.Millisecond)) {
-		t.Fatalf("a wait ending 10ms after another at 10/s was ready (its time was %v)", late)
+	if d := l.Reserve(at(0)); d.Time() != c.Time().Add(100*time.Millisecond) {
+		t.Fatalf("the next turn is %v after the last, want 100ms: a turn was lost", d.Time().Sub(c.Time()))
 	}
-	c := l.Reserve(at(1))
-	l.Observe(c, at(1), rebound.RateFeedback{Throttled: true})
-	if d := l.Reserve(at(1)); !l.Ready(d, d.Time()) || l.Ready(c, at(1.5)) {
-		t.Fatal("after a cut, the new reservation must be ready and the old one not")
+	e := l.Reserve(at(1))
+	l.Observe(e, at(1), rebound.RateFeedback{SlowDown: true})
+	f := l.Reserve(at(1))
+	if _, ok := l.Ready(f, f.Time()); !ok {
+		t.Fatal("after a cut, a new reservation was not ready")
+	}
+	if _, ok := l.Ready(e, at(1.5)); ok {
+		t.Fatal("after a cut, a reservation from before it was ready")
 	}
 }
 
-// BenchmarkRateLimiter is the limiter's cost per attempt, Reserve and
+// TestAdaptiveRateLimitReserveBy: a turn that would come after the deadline is
+// refused without a trace: the queue, the rounds of cuts and the measured
+// rate are as if it had not been asked for. With Reserve and Cancel, two
+// refusals that interleave lose a turn, and a tight loop of refusals on a
+// busy machine ran the queue ahead of every deadline.
+func TestAdaptiveRateLimitReserveBy(t *testing.T) {
+	l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 10})
+	l.Observe(l.Reserve(at(0)), at(0), rebound.RateFeedback{SlowDown: true}) // 10/s
+	first := l.Reserve(at(0))
+	for range 100 {
+		if r, ok := l.ReserveBy(at(0), at(0.05)); ok {
+			t.Fatalf("a turn at %v reserved with a deadline 50ms away", r.Time().Sub(at(0)))
+		}
+	}
+	if r, ok := l.ReserveBy(at(0), at(10)); !ok || r.Time() != first.Time().Add(100*time.Millisecond) {
+		t.Fatalf("after 100 refusals the next turn is %v after the last one given (ok %v), want 100ms", r.Time().Sub(first.Time()), ok)
+	}
+	// The refusals were not attempts: a throttle of the next two sent
+	// after a cut does not complete a round.
+	c := l.Reserve(at(1))
+	l.Observe(c, at(1), rebound.RateFeedback{SlowDown: true})
+	cut := l.Rate()
+	for range 10 {
+		l.ReserveBy(at(1), at(1.01))
+	}
+	for i := range 2 {
+		r := l.Reserve(at(1.1))
+		l.Observe(r, at(1.1), rebound.RateFeedback{SlowDown: true})
+		if l.Rate() != cut {
+			t.Fatalf("a throttle of attempt %d after the cut changed the rate %v -> %v: the refusals counted as attempts", i+1, cut, l.Rate())
+		}
+	}
+}
+
+// TestAdaptiveRateLimitMeasureWhileRefusing: a success may bring the rate down
+// to twice the rate measured, as in the AWS SDKs, when the client sends
+// little; not while its callers are refused for want of turns, when a
+// low measure is the client's own (answers late on a loaded machine,
+// turns left unused by waits that ended past their deadlines).
+func TestAdaptiveRateLimitMeasureWhileRefusing(t *testing.T) {
+	for _, refusing := range []bool{false, true} {
+		l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
+		feed(l, 0, 2, 10, false)
+		r := l.Reserve(at(2))
+		l.Observe(r, at(2), rebound.RateFeedback{SlowDown: true})
+		cut := l.Rate() // about 7/s
+		// Four seconds without an answer: when refusing, the callers hold
+		// turns whose waits will end past their deadlines, and the next
+		// is refused.
+		if refusing {
+			for range 3 {
+				l.Reserve(at(5.5))
+			}
+			if _, ok := l.ReserveBy(at(5.5), at(5.501)); ok {
+				t.Fatal("a turn within 1ms was given behind three")
+			}
+		}
+		l.Observe(rebound.Reservation{}, at(6), rebound.RateFeedback{})
+		switch got := l.Rate(); {
+		case refusing && got < cut:
+			t.Errorf("a success while callers were refused lowered the rate from %.1f to %.1f", cut, got)
+		case !refusing && got >= cut:
+			t.Errorf("a success after four quiet seconds left the rate at %.1f, want it lowered to twice the measure", got)
+		}
+	}
+}
+
+// BenchmarkAdaptiveRateLimit is the limiter's cost per attempt, Reserve and
 // Observe, from parallel goroutines sharing one limiter: before any
 // throttle, and limiting at a rate no attempt has to wait for.
-func BenchmarkRateLimiter(b *testing.B) {
+func BenchmarkAdaptiveRateLimit(b *testing.B) {
 	for _, limiting := range []bool{false, true} {
 		name := "open"
 		if limiting {
 			name = "limiting"
 		}
 		b.Run(name, func(b *testing.B) {
-			l, _ := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{MinRate: 1e12})
+			l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 1e12})
 			if limiting {
-				l.Observe(l.Reserve(time.Now()), time.Now(), rebound.RateFeedback{Throttled: true})
+				l.Observe(l.Reserve(time.Now()), time.Now(), rebound.RateFeedback{SlowDown: true})
 			}
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {

@@ -135,7 +135,7 @@ func (b *RatioBudget) StartCall() {
 // Allow counts a retry and reports true when the retries in the window,
 // this one included, stay within Ratio × calls + MinRetriesPerSecond ×
 // TTL. A refused retry is not counted.
-func (b *RatioBudget) Allow(bool) bool {
+func (b *RatioBudget) Allow(timeout bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	i := b.slot(b.clock.Now())
@@ -229,7 +229,7 @@ func NewConcurrencyBudget(c ConcurrencyBudgetConfig) (*ConcurrencyBudget, error)
 }
 
 // Allow admits a retry while fewer than the limit are in flight.
-func (b *ConcurrencyBudget) Allow(bool) bool {
+func (b *ConcurrencyBudget) Allow(timeout bool) bool {
 	limit := max(b.floor, int64(b.percent*float64(b.calls.Load())/100))
 	for {
 		r := b.retries.Load()

@@ -9,7 +9,7 @@ import (
 )
 
 // Strategy decides whether and when a failed request is tried again (Smithy
-// RetryStrategy). It keeps no per-request state: that lives in the [Token]s
+// RetryStrategy). It keeps no per-request state: that lives in each [Token]
 // it hands out. Implementations must be safe for concurrent use.
 type Strategy interface {
 	// AcquireInitialToken is called before the first attempt. If it fails,
@@ -18,7 +18,7 @@ type Strategy interface {
 	// RefreshToken is called after a failed attempt with that attempt's
 	// token and error. It returns the token for the next attempt, or an
 	// error saying why there is none. A token not issued by this strategy,
-	// or already refreshed or recorded, gives [errInvalidToken].
+	// or already refreshed or recorded, gives an error.
 	RefreshToken(ctx context.Context, t Token, err error) (Token, error)
 	// RecordSuccess is called after a successful attempt with its token.
 	// The same token rules apply as for RefreshToken.
@@ -50,6 +50,8 @@ type settings struct {
 	classifyDefault bool
 	clock           Clock
 	random          Random
+	// callBudget is budget when it counts calls ([CallBudget]), for [Do].
+	callBudget CallBudget
 }
 
 // WithMaxAttempts sets the maximum number of attempts, the first included.
@@ -65,7 +67,7 @@ func WithBudget(b Budget) Option { return optionFunc(func(s *settings) { s.budge
 
 // WithClassifier sets how attempt errors are classified; the default is
 // [Classify].
-func WithClassifier(c Classifier) Option { return optionFunc(func(s *settings) { s.classify = c }) }
+func WithClassifier(f Classifier) Option { return optionFunc(func(s *settings) { s.classify = f }) }
 
 // WithClock sets the clock used for delays and deadlines.
 func WithClock(c Clock) Option { return optionFunc(func(s *settings) { s.clock = c }) }
@@ -95,6 +97,7 @@ func (s *settings) build(opts []Option) error {
 	if s.random == nil {
 		s.random = globalRandom{}
 	}
+	s.callBudget, _ = s.budget.(CallBudget)
 	return nil
 }
 

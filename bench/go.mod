@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	connectrpc.com/connect v1.21.1
+	connectrpc.com/connect/v2 v2.0.2
 	github.com/avast/retry-go/v5 v5.1.1
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/cenkalti/backoff/v5 v5.0.3

@@ -397,15 +397,15 @@ var rateClients = []rateClient{
 	{
 		name: "rebound adaptive rate limit",
 		http: func(tb testing.TB, s rateScenario, addr string) func(ctx context.Context) error {
-			rt := httpretry.NewTransport(httpBase(tb, s), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))
+			rt := httpretry.NewTransport(httpBase(tb, s), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))
 			return func(ctx context.Context) error { return httpGet(ctx, rt, "http://"+addr+"/") }
 		},
 		grpc: func(tb testing.TB, _ rateScenario, addr string) func(ctx context.Context) error {
 			return grpcCall(grpcConn(tb, addr, grpcretry.DialOptions(grpcRetryConfig(tb),
-				grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))...))
+				grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))...))
 		},
 		conn: func(tb testing.TB, s rateScenario, addr string) func(ctx context.Context) error {
-			i, err := connectretry.New(grpcRetryConfig(tb), connectretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))
+			i, err := connectretry.New(grpcRetryConfig(tb), connectretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))
 			if err != nil {
 				tb.Fatal(err)
 			}

@@ -1,29 +1,26 @@
 package connectretry
 
 import (
-	"fmt"
-	"slices"
-	"strings"
-
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
 
+	"github.com/rebound-go/rebound/connectretry/internal/engine"
+	"github.com/rebound-go/rebound/internal/aip194"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-// SafeToRetry reports whether AIP-194 lets calls of spec be retried
-// automatically: a unary procedure declared free of side effects
-// (connect.IdempotencyNoSideEffects) or idempotent
-// (connect.IdempotencyIdempotent). Streams, and procedures of unknown
-// idempotency, are not: running them twice may change state twice.
-func SafeToRetry(spec connect.Spec) bool {
-	return spec.StreamType == connect.StreamTypeUnary &&
-		(spec.IdempotencyLevel == connect.IdempotencyNoSideEffects || spec.IdempotencyLevel == connect.IdempotencyIdempotent)
+// Idempotent reports whether calls of spec may be sent more than once, so
+// that AIP-194 lets them be retried automatically: a unary procedure
+// declared free of side effects (connect.IdempotencyNoSideEffects) or
+// idempotent (connect.IdempotencyIdempotent). Streams, and procedures of
+// unknown idempotency, are not: running them twice may change state twice.
+// It is httpretry.Idempotent for a connect procedure.
+func Idempotent(spec connect.Spec) bool {
+	return engine.Idempotent(spec.StreamType == connect.StreamTypeUnary, int32(spec.IdempotencyLevel))
 }
 
 // AIP194 returns a service config that retries, as AIP-194 recommends, the
-// procedures among specs that [SafeToRetry] accepts, and leaves the others
+// procedures among specs that [Idempotent] accepts, and leaves the others
 // without a policy, so they are made once. Only Procedure, StreamType and
 // IdempotencyLevel of a spec are read. The policy is
 // [serviceconfig.AIP194]: UNAVAILABLE only, up to 5 attempts, backoff
@@ -33,62 +30,18 @@ func SafeToRetry(spec connect.Spec) bool {
 // A procedure must have the form "/pkg.Service/Method"; AIP194 reports the
 // first that does not.
 func AIP194(specs ...connect.Spec) (*serviceconfig.Config, error) {
-	var names []serviceconfig.Name
+	procs := make([]engine.Procedure, len(specs))
 	for i, spec := range specs {
-		name, ok := procedureName(spec.Procedure)
-		if !ok {
-			return nil, fmt.Errorf("connectretry: AIP194: specs[%d].Procedure %q is not of the form /pkg.Service/Method", i, spec.Procedure)
-		}
-		if SafeToRetry(spec) && !slices.Contains(names, name) {
-			names = append(names, name)
-		}
+		procs[i] = engine.Procedure{Name: spec.Procedure, Unary: spec.StreamType == connect.StreamTypeUnary, Level: int32(spec.IdempotencyLevel)}
 	}
-	return aip194Config(names), nil
+	return engine.AIP194(procs)
 }
 
 // AIP194Services is [AIP194] for every method of services, with the
 // idempotency level each declares in its idempotency_level option, as
-// generated code does:
+// generated code does; grpcretry.AIP194Services is the same function.
 //
 //	cfg := connectretry.AIP194Services(pingv1.File_ping_v1_ping_proto.Services().ByName("PingService"))
 func AIP194Services(services ...protoreflect.ServiceDescriptor) *serviceconfig.Config {
-	var names []serviceconfig.Name
-	for _, sd := range services {
-		methods := sd.Methods()
-		for j := range methods.Len() {
-			md := methods.Get(j)
-			if md.IsStreamingClient() || md.IsStreamingServer() {
-				continue
-			}
-			opts, _ := md.Options().(*descriptorpb.MethodOptions)
-			spec := connect.Spec{
-				StreamType:       connect.StreamTypeUnary,
-				IdempotencyLevel: connect.IdempotencyLevel(opts.GetIdempotencyLevel()),
-			}
-			if SafeToRetry(spec) {
-				names = append(names, serviceconfig.Name{Service: string(sd.FullName()), Method: string(md.Name())})
-			}
-		}
-	}
-	return aip194Config(names)
-}
-
-func aip194Config(names []serviceconfig.Name) *serviceconfig.Config {
-	if len(names) == 0 {
-		return &serviceconfig.Config{}
-	}
-	return &serviceconfig.Config{MethodConfigs: []serviceconfig.MethodConfig{serviceconfig.AIP194(names...)}}
-}
-
-// procedureName splits "/pkg.Service/Method".
-func procedureName(procedure string) (serviceconfig.Name, bool) {
-	s, ok := strings.CutPrefix(procedure, "/")
-	if !ok {
-		return serviceconfig.Name{}, false
-	}
-	service, method, ok := strings.Cut(s, "/")
-	if !ok || service == "" || method == "" || strings.Contains(method, "/") {
-		return serviceconfig.Name{}, false
-	}
-	return serviceconfig.Name{Service: service, Method: method}, true
+	return aip194.Services(services...)
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-func TestSafeToRetry(t *testing.T) {
+func TestIdempotent(t *testing.T) {
 	for _, tc := range []struct {
 		stream connect.StreamType
 		level  connect.IdempotencyLevel
@@ -28,8 +28,8 @@ func TestSafeToRetry(t *testing.T) {
 		{connect.StreamTypeClient, connect.IdempotencyIdempotent, false},
 		{connect.StreamTypeBidi, connect.IdempotencyIdempotent, false},
 	} {
-		if got := connectretry.SafeToRetry(connect.Spec{StreamType: tc.stream, IdempotencyLevel: tc.level}); got != tc.want {
-			t.Errorf("SafeToRetry(%v, %v) = %v, want %v", tc.stream, tc.level, got, tc.want)
+		if got := connectretry.Idempotent(connect.Spec{StreamType: tc.stream, IdempotencyLevel: tc.level}); got != tc.want {
+			t.Errorf("Idempotent(%v, %v) = %v, want %v", tc.stream, tc.level, got, tc.want)
 		}
 	}
 }

@@ -54,7 +54,7 @@ func ExampleWithPerAttemptTimeout() {
 	}
 	fmt.Println(resp.Msg.GetValue(), "after", n, "attempts")
 
-	ctx = connectretry.NewOverrideContext(ctx, rebound.Override{MaxAttempts: 1})
+	ctx = connectretry.Override(ctx, rebound.Override{MaxAttempts: 1})
 	_, err = client.CallUnary(ctx, connect.NewRequest(wrapperspb.String("rebound")))
 	fmt.Println(connect.CodeOf(err), "after", n, "attempt; per-attempt timeout:", errors.Is(err, rebound.ErrAttemptTimeout))
 	// Output:

@@ -1,6 +1,9 @@
 package connectretry
 
-import "github.com/rebound-go/rebound"
+import (
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/connectretry/internal/engine"
+)
 
 // WithBudget adds b to what retries and hedges must get past: every retry
 // and every hedge of the interceptor's calls needs b's leave as well as the
@@ -10,5 +13,5 @@ import "github.com/rebound-go/rebound"
 // [rebound.RatioBudget] or [rebound.ConcurrencyBudget] is told of each
 // call and its retries and hedges. A nil b means none.
 func WithBudget(b rebound.Budget) Option {
-	return optionFunc(func(o *options) { o.Budget = b })
+	return optionFunc(func(o *engine.Options) { o.Budget = b })
 }

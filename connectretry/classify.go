@@ -6,16 +6,16 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/internal/a6"
-	"github.com/rebound-go/rebound/internal/ratelimit"
-	"github.com/rebound-go/rebound/internal/verdict"
+	"github.com/rebound-go/rebound/connectretry/internal/engine"
 )
 
 // Failure is a failed attempt, as a classifier given to [WithClassifier]
 // sees it. Its fields must not be modified.
 type Failure struct {
-	// Procedure is the call's procedure, "/package.Service/Method".
-	Procedure string
+	// Method is the call's procedure, "/package.Service/Method"
+	// (connect.Spec.Procedure), the name grpcretry's Failure.Method and
+	// the statistics give it.
+	Method string
 	// Err is the attempt's error: its code, message and details, and in
 	// its Meta the response's header and trailer metadata.
 	Err *connect.Error
@@ -32,47 +32,30 @@ type Failure struct {
 //     codes: the call has a policy;
 //   - f can never undo a commit, nor the server's pushback, "stop" or
 //     RetryInfo;
-//   - f may mark a failure as throttling with a harder Backoff of its
-//     own, as Local (a client-side limit: no budget is spent or refilled
-//     for it), or as a Class with its own attempt limit (ClassAttempts).
+//   - f may mark a failure as the server's slow-down (SlowDown) with a
+//     harder Backoff of its own, as Local (a client-side limit: no budget
+//     is spent or refilled for it), or as a Class with its own attempt
+//     limit (ClassAttempts).
 //
 // The built-in verdict marks ResourceExhausted, and any answer with
-// pushback, as throttling (Throttle); under [WithAdaptiveRateLimit] the
+// pushback, as slow-down (SlowDown); under [WithAdaptiveRateLimit] the
 // mark f returns is what the rate limit counts.
 //
 // A per-attempt timeout is not given to f. f runs on the call's path, once
 // per failed attempt (also for hedges racing each other), and must be
 // safe for concurrent use.
 func WithClassifier(f func(Failure, rebound.RetryInfo) rebound.RetryInfo) Option {
-	return optionFunc(func(o *options) {
+	return optionFunc(func(o *engine.Options) {
 		if f == nil {
 			o.Fail("WithClassifier: nil classifier")
 			return
 		}
-		o.classify = f
+		o.Classify = func(procedure string, err error, _ engine.Metadata, info rebound.RetryInfo) rebound.RetryInfo {
+			ce := new(connect.Error)
+			if !errors.As(err, &ce) {
+				ce = connect.NewError(connect.CodeUnknown, err)
+			}
+			return f(Failure{Method: procedure, Err: ce}, info)
+		}
 	})
-}
-
-// verdict returns what the classifier makes of a failed attempt of
-// procedure, whose error is err (ce when it is a connect error) and
-// built-in verdict info. The classifier's word on throttling settles the
-// attempt's answer to the rate limit, held in v (nil when the interceptor
-// has no rate limit, or the attempt did not wait for the verdict).
-func (o *options) verdict(v *ratelimit.Verdict, procedure string, ce *connect.Error, err error, info rebound.RetryInfo) rebound.RetryInfo {
-	if o.classify == nil {
-		return info
-	}
-	if ce == nil {
-		ce = connect.NewError(connect.CodeUnknown, err)
-	}
-	// The built-in verdict marks what the rate limit counts as a
-	// throttle from the server (not its own refusal to send), so that the
-	// classifier sees it and may unmark it.
-	if !errors.Is(err, rebound.ErrRateLimited) {
-		_, _, pushback := a6.ParsePushback(ce.Meta()[pushbackKey])
-		info.Throttle = info.Throttle || ratelimit.Feedback(uint32(ce.Code()), pushback, 0).Throttled
-	}
-	final := verdict.Reclassify(info, true, o.classify(Failure{Procedure: procedure, Err: ce}, info))
-	v.Settle(info, final)
-	return final
 }

@@ -14,19 +14,32 @@
 // same, and connect status codes are gRPC status codes.
 //
 //   - Unary calls follow the method's retryPolicy or hedgingPolicy.
-//   - Server-streaming calls follow its retryPolicy until the first response
-//     message arrives, or until the application reads the response header or
-//     trailer: from then on the call is committed to that attempt, and a
-//     later failure is returned as it is. A stream that ends cleanly without
-//     a message succeeds. A hedgingPolicy is not applied to streams: they are
-//     made once.
-//   - Client-streaming and bidirectional calls are never retried or hedged.
-//     Their messages go to the network as the application sends them;
-//     replaying them would mean holding all of them.
+//   - Streaming calls of every shape (server, client and bidirectional)
+//     follow its retryPolicy until they commit: until the first response
+//     message arrives, or the application reads the response header or
+//     trailer. From then on the call is committed to that attempt, and a
+//     later failure is returned as it is. A stream that ends cleanly
+//     without a message succeeds. Each new attempt is sent the request
+//     messages the application sent so far, and its CloseRequest, again:
+//     the stream keeps each message it sends, as its protobuf encoding,
+//     within [WithBufferLimits] (A6 "Memory Management"); a message that
+//     would pass the limits, or that is not a protobuf message, commits the
+//     call to the attempt in flight.
+//   - Streams under a hedgingPolicy hold their request until it is
+//     complete: Send keeps each message and sends nothing, and
+//     CloseRequest starts the hedges, the first attempt and, after the
+//     hedging delay (or at once, after a non-fatal failure), others, each
+//     sent the whole request. The first attempt to receive a message, or
+//     to end cleanly, wins; the others are cancelled. A stream whose
+//     request cannot be held (the limits, as above), or that is read
+//     before its request is closed (a bidirectional stream reading as it
+//     writes), is sent to its first attempt as it goes, and made once; so
+//     is one whose response header is read before it has a winner, which
+//     commits it to the attempt in flight.
 //
 // [WithPerAttemptTimeout] (or the retryPolicy's perAttemptRecvTimeout) cuts
-// and retries an attempt of a unary call or server stream that has not
-// answered in time, and [NewOverrideContext] narrows one call's policy.
+// and retries an attempt that has not answered in time, and [Override]
+// narrows one call's policy.
 //
 // Interceptors listed after this one in connect.WithInterceptors run once
 // per attempt; those before it once per call.
@@ -37,14 +50,15 @@
 // twice: that is the service owner's knowledge. AIP-194 says to retry
 // automatically only unary calls that are idempotent or free of side
 // effects, which connect-go procedures declare with connect.IdempotencyLevel
-// (the idempotency_level option of a protobuf method). [AIP194] and
+// (the idempotency_level option of a protobuf method); a stream that is
+// retried runs its handler again with the messages sent so far. [AIP194] and
 // [AIP194Services] build the service config of that safe default set, and
-// [SafeToRetry] tells whether one procedure belongs to it. Configure other
+// [Idempotent] tells whether one procedure belongs to it. Configure other
 // procedures, or hedging, only when running them twice is harmless.
 //
 // # Semantics
 //
-//   - Backoff, maxAttempts (clamped by [WithMaxAttempts], 5 by default),
+//   - Backoff, maxAttempts (clamped by [WithMaxAttemptsCap], 5 by default),
 //     retryable and non-fatal codes, and hedging delays are A6's, run by
 //     rebound's engine ([rebound.Retrier], [rebound.Hedge]).
 //   - Pushback: the server's grpc-retry-pushback-ms is read from the
@@ -62,11 +76,14 @@
 //     is shorter. Its waitForReady and message size limits are not applied:
 //     connect sets size limits per client (connect.WithReadMaxBytes,
 //     connect.WithSendMaxBytes).
-//   - A call that ends in failure after a policy governed it returns a
-//     *connect.Error with the last attempt's code, message, details and
-//     metadata, which unwraps to an [*Error] with the number of attempts and
-//     why retrying stopped. [CountAttempts] reports the number of attempts
-//     of any call.
+//   - A call that ends in failure after a policy governed it returns an
+//     error whose text says why, as grpcretry's and httpretry's do
+//     ("connectretry: gave up after 3 attempts (attempts exhausted):
+//     unavailable: busy"). It unwraps to a *connect.Error with the last
+//     attempt's code, message, details and metadata (connect.CodeOf and
+//     errors.As see it; a handler that passes the error on sends that), and
+//     to a [rebound.Error] with the number of attempts and why retrying
+//     stopped. [CountAttempts] reports the number of attempts of any call.
 //
 // # Seeing retries
 //
@@ -76,11 +93,13 @@
 // the throttle refused or server pushback delayed or stopped.
 // [WithMeterProvider] records the same as the OpenTelemetry instruments of
 // gRFC A96 (grpc.client.call.retries, grpc.client.call.hedges,
-// grpc.client.call.retry_delay, with the attributes grpc.method and
-// grpc.target), and [WithLogger] writes one debug record per decision: a
-// retry scheduled, a hedge sent, a server stream committed, or giving up
-// and why. A unary call is recorded when it returns, a server stream when
-// it commits to an attempt (or fails before one); calls that no policy
+// grpc.client.call.retry_delay) and rebound's own
+// (rebound.client.call.retries_throttled, .retries_pushback_stopped,
+// .attempt_timeouts), with the attributes grpc.method, grpc.target and
+// rpc.system.name "connectrpc", and [WithLogger] writes one debug record
+// per decision: a retry scheduled, a hedge sent, a stream committed, or
+// giving up and why. A unary call is recorded when it returns, a stream
+// when it commits to an attempt (or fails before one); calls that no policy
 // governs are not recorded. Hedged attempts overlap, so the delay of hedged
 // calls is not measured. [WithTracerProvider] traces each call with a span
 // per attempt, as grpcretry does (gRFC A72).
@@ -91,18 +110,20 @@
 // arrive, so A6 commits a call once it has them. connect hands nothing of a
 // unary response to the application before the call returns; a unary
 // attempt that fails after sending headers is therefore still retried. For
-// server streams the commit points are those listed above.
+// streams the commit points are those listed above: not response headers
+// as such, since in the Connect protocol every response starts with
+// headers, a failed one included.
 //
 // # Requests
 //
 // The caller's request is never modified by a retry: each retry, and each
 // hedged attempt, gets a copy of its header (interceptors after this one
 // see a connect.AnyRequest of another type, with the same methods and
-// values). The request message is marshaled again for each attempt, so it
-// must not change until the call returns (for a server stream, until its
-// first message arrives); nothing is buffered, so there is no buffer limit
-// to set. A connect.CallInfo from connect.NewClientContext describes the
-// last attempt of a retried call; for a hedged call it is not filled in,
-// because attempts run at the same time: read the response's Header and
-// Trailer instead.
+// values). A unary request message is marshaled again for each attempt, so
+// it must not change until the call returns; nothing of it is buffered. A
+// stream's messages are kept as their encodings, so the application may
+// reuse a message once Send returns. A connect.CallInfo from
+// connect.NewClientContext describes the last attempt of a retried call;
+// for a hedged call it is not filled in, because attempts run at the same
+// time: read the response's Header and Trailer instead.
 package connectretry

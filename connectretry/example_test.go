@@ -88,7 +88,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 
-	retries, err := connectretry.New(cfg, connectretry.WithMaxAttempts(3))
+	retries, err := connectretry.New(cfg, connectretry.WithMaxAttemptsCap(3))
 	if err != nil {
 		log.Fatal(err) // the first invalid option, by name
 	}

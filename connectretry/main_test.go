@@ -66,6 +66,27 @@ type server struct {
 // set, else over plain HTTP/1.1. It stops when the test ends.
 func startServer(t testing.TB, h handlers, http2 bool) *server {
 	t.Helper()
+	if http2 {
+		return startServerOver(t, h, overH2)
+	}
+	return startServerOver(t, h, overHTTP1)
+}
+
+// transport is how clients reach a test server.
+type transport int
+
+const (
+	overHTTP1 transport = iota // plain HTTP/1.1
+	overH2                     // HTTP/2 with TLS
+	overH2C                    // cleartext HTTP/2 (h2c), with prior knowledge
+)
+
+func (tr transport) String() string { return [...]string{"http1", "h2", "h2c"}[tr] }
+
+// startServerOver serves the test service over tr. It stops when the test
+// ends.
+func startServerOver(t testing.TB, h handlers, tr transport) *server {
+	t.Helper()
 	s := &server{h: h, attempts: map[string][]attempt{}}
 	mux := http.NewServeMux()
 	mux.Handle(unary, connect.NewUnaryHandler(unary, s.unary, connect.WithIdempotency(connect.IdempotencyNoSideEffects)))
@@ -76,15 +97,27 @@ func startServer(t testing.TB, h handlers, http2 bool) *server {
 	// Connections the clients drop while a test ends make the server log
 	// aborted TLS handshakes; they are expected.
 	hs.Config.ErrorLog = log.New(io.Discard, "", 0)
-	if http2 {
+	switch tr {
+	case overH2:
 		hs.EnableHTTP2 = true
 		hs.StartTLS()
-	} else {
+	case overH2C:
+		hs.Config.Protocols = new(http.Protocols)
+		hs.Config.Protocols.SetUnencryptedHTTP2(true)
+		hs.Start()
+	default:
 		hs.Start()
 	}
 	// Close also closes the idle connections of hs.Client().
 	t.Cleanup(hs.Close)
 	s.url, s.client = hs.URL, hs.Client()
+	if tr == overH2C {
+		protocols := new(http.Protocols)
+		protocols.SetUnencryptedHTTP2(true)
+		ht := &http.Transport{Protocols: protocols}
+		t.Cleanup(ht.CloseIdleConnections)
+		s.client = &http.Client{Transport: ht}
+	}
 	return s
 }
 
@@ -152,13 +185,6 @@ func (s *server) previous(procedure string) []int {
 		p = append(p, a.previous)
 	}
 	return p
-}
-
-func (s *server) setHandlers(h handlers) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.h = h
-	s.attempts = map[string][]attempt{}
 }
 
 // protocol is one way of calling the server.

@@ -8,37 +8,31 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/connectretry/internal/engine"
 )
 
 // Option configures an [Interceptor]. Options are applied in order; the
 // first invalid one makes [New] fail.
-type Option interface{ apply(*options) }
+type Option interface{ apply(*engine.Options) }
 
-type optionFunc func(*options)
+type optionFunc func(*engine.Options)
 
-func (f optionFunc) apply(o *options) { f(o) }
+func (f optionFunc) apply(o *engine.Options) { f(o) }
 
-// options are the settings connectretry shares with grpcretry; it has none
-// of its own.
-type options struct {
-	a6.Options
-	// classify is WithClassifier's; nil for none.
-	classify func(Failure, rebound.RetryInfo) rebound.RetryInfo
-}
-
-// WithMaxAttempts sets the client-side maximum of attempts (A6 "Limits"):
-// a retryPolicy or hedgingPolicy that asks for more is held to n. The
-// default is 5. n must be >= 1.
-func WithMaxAttempts(n int) Option {
-	return optionFunc(func(o *options) { o.SetMaxAttempts(n) })
+// WithMaxAttemptsCap sets the client-side cap on a policy's maxAttempts
+// (A6 "Limits"): a retryPolicy or hedgingPolicy that asks for more
+// attempts, the first included, is held to n. The default is 5
+// ([serviceconfig.DefaultMaxAttemptsCap]). n must be >= 1; to make every
+// call once, use [WithRetriesDisabled].
+func WithMaxAttemptsCap(n int) Option {
+	return optionFunc(func(o *engine.Options) { o.SetMaxAttemptsCap(n) })
 }
 
 // WithRetriesDisabled turns retries and hedging off entirely (A6 "Disabling
 // Retries"): every call is made once, as if no policy were configured. The
 // method config's timeout still applies.
 func WithRetriesDisabled() Option {
-	return optionFunc(func(o *options) { o.Disabled = true })
+	return optionFunc(func(o *engine.Options) { o.Disabled = true })
 }
 
 // WithServerName sets the server name that retry throttling is kept under.
@@ -50,42 +44,44 @@ func WithRetriesDisabled() Option {
 // used again finds the process's throttle again if another client still
 // holds it, and a full one otherwise.
 func WithServerName(name string) Option {
-	return optionFunc(func(o *options) { o.SetServerName(name) })
+	return optionFunc(func(o *engine.Options) { o.SetServerName(name) })
 }
 
 // WithClock sets the clock that backoff, pushback and hedging delays wait
 // on.
 func WithClock(c rebound.Clock) Option {
-	return optionFunc(func(o *options) { o.SetClock(c) })
+	return optionFunc(func(o *engine.Options) { o.SetClock(c) })
 }
 
 // WithRandom sets the source of backoff jitter.
 func WithRandom(r rebound.Random) Option {
-	return optionFunc(func(o *options) { o.SetRandom(r) })
+	return optionFunc(func(o *engine.Options) { o.SetRandom(r) })
 }
 
-// WithMeterProvider records the OpenTelemetry instruments of gRFC A96 with
-// mp, once per call that a retry or hedging policy governs, when the call
-// ends (for a server stream, when it commits to an attempt):
+// WithMeterProvider records OpenTelemetry instruments with mp, once per
+// call that a retry or hedging policy governs, when the call ends (for a
+// stream, when it commits to an attempt): gRFC A96's
 // grpc.client.call.retries, grpc.client.call.hedges and
-// grpc.client.call.retry_delay, with the attributes grpc.method (the
-// procedure) and grpc.target (the server name of [WithServerName]), and the
-// counters grpc.client.call.retries_throttled and
-// grpc.client.call.retries_pushback_stopped of calls whose retries the
-// throttle or server pushback stopped, and grpc.client.call.attempt_timeouts
-// of attempts cut by the per-attempt timeout. The meter's scope is
-// "github.com/rebound-go/rebound/connectretry".
+// grpc.client.call.retry_delay, and rebound's own counters
+// rebound.client.call.retries_throttled and
+// rebound.client.call.retries_pushback_stopped (calls whose retries the
+// throttle or server pushback stopped) and
+// rebound.client.call.attempt_timeouts (attempts cut by the per-attempt
+// timeout), as grpcretry does, all with the attributes grpc.method (the
+// procedure), grpc.target (the server name of [WithServerName]) and
+// rpc.system.name "connectrpc". connect-go makes no transparent retries.
+// The meter's scope is "github.com/rebound-go/rebound/connectretry".
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(o *options) { o.SetMeterProvider(mp) })
+	return optionFunc(func(o *engine.Options) { o.SetMeterProvider(mp) })
 }
 
 // WithLogger logs each retry decision to l at debug level, one record per
 // decision: a retry scheduled (with its delay and the error that caused
-// it), a hedge sent, a server stream committed to an attempt, and giving up
+// it), a hedge sent, a stream committed to an attempt, and giving up
 // (throttled, stopped by pushback, or why else). Nothing is logged, and
 // nothing is spent on logging, while l does not log at debug level.
 func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(o *options) { o.SetLogger(l) })
+	return optionFunc(func(o *engine.Options) { o.SetLogger(l) })
 }
 
 // WithTracerProvider traces every call that a retry or hedging policy
@@ -97,7 +93,7 @@ func WithLogger(l *slog.Logger) Option {
 // conventions' (rpc.system.name "connectrpc", rpc.method, server.address,
 // rpc.response.status_code with connect's code names). An attempt's span
 // ends with that attempt's result; the call's with the call's (for a
-// server stream, when its response is closed or fails). Events on the
+// stream, when its response is closed or fails). Events on the
 // call's span tell what retrying decided: "backoff started" (with
 // rebound.delay in seconds), "pushback received", "hedge sent", "hedge
 // throttled" or "retry throttled", "hedge cancelled" (another attempt
@@ -110,7 +106,7 @@ func WithLogger(l *slog.Logger) Option {
 // sends no trace context itself. Without this option nothing is traced,
 // and calls cost nothing more.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(o *options) { o.SetTracerProvider(tp) })
+	return optionFunc(func(o *engine.Options) { o.SetTracerProvider(tp) })
 }
 
 // WithPerAttemptTimeout cuts an attempt of a call under a retryPolicy that
@@ -120,12 +116,12 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 //
 // The timer starts when the attempt is handed to connect, after any
 // backoff, and stops when the attempt commits: when a unary call returns,
-// or a server stream's response headers, first message or end arrive. A
-// stream whose response has started is never cut, however long its first
-// message takes; but connect tells of a response only when the
-// application reads it, so a stream left unread for longer than d is cut,
-// and sent again once the application reads. A unary attempt's deadline is the earlier of its
-// start plus d and the call's deadline, and goes to the server with the
+// or a stream's response headers, first message or end arrive. A stream
+// whose response has started is never cut, however long its first message
+// takes; but connect tells of a response only when the application reads
+// it, so a stream left unread for longer than d is cut, and sent again
+// once the application reads. A unary attempt's deadline is the earlier of
+// its start plus d and the call's deadline, and goes to the server with the
 // request (Connect-Timeout-Ms or grpc-timeout), so the server drops work
 // the client has given up on; a stream keeps the call's deadline on the
 // wire, and its timer is the client's alone.
@@ -142,10 +138,26 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // gave up, which code commonly ignores as intended. Hedged calls are not
 // timed: their hedgingDelay sends the next attempt instead.
 func WithPerAttemptTimeout(d time.Duration) Option {
-	return optionFunc(func(o *options) { o.SetPerAttemptTimeout(d) })
+	return optionFunc(func(o *engine.Options) { o.SetPerAttemptTimeout(d) })
 }
 
-// WithTrustedOverrides lets [NewOverrideContext] loosen a method's policy:
+// WithBufferLimits sets the memory that may hold the request messages of
+// streaming calls for replay (A6 "Memory Management"), as grpcretry's and
+// httpretry's WithBufferLimits do: total bytes for all of the
+// interceptor's calls (retry_buffer_size_in_bytes) and bytes for one call
+// (per_rpc_buffer_limit_in_bytes). A stream keeps each message it sends,
+// as its protobuf encoding, until it commits; the message that would pass
+// either limit commits the call to the attempt in flight: it goes on, but
+// is not retried or hedged. Unary calls keep nothing and count nothing:
+// the transport marshals the caller's request again for each attempt. The
+// defaults are [rebound.DefaultBufferTotal] (16 MiB) and
+// [rebound.DefaultBufferPerCall] (1 MiB). Both must be > 0 and perCall <=
+// total.
+func WithBufferLimits(total, perCall int) Option {
+	return optionFunc(func(o *engine.Options) { o.SetBufferLimits(total, perCall) })
+}
+
+// WithTrustedOverrides lets [Override] loosen a method's policy:
 // more attempts than the service config allows, codes it does not retry, a
 // longer per-attempt timeout, or a retry policy on a method that has none
 // (with rebound.DefaultBackoff). Without it, an override only tightens,
@@ -153,13 +165,13 @@ func WithPerAttemptTimeout(d time.Duration) Option {
 // debug level ([WithLogger]). Give it only when every caller that can set
 // an override is trusted: an override taken from a request (a header
 // passed on, a tenant's setting) could otherwise multiply the load on a
-// struggling backend. [WithMaxAttempts] and the throttle hold either way.
+// struggling backend. [WithMaxAttemptsCap] and the throttle hold either way.
 func WithTrustedOverrides() Option {
-	return optionFunc(func(o *options) { o.TrustedOverrides = true })
+	return optionFunc(func(o *engine.Options) { o.TrustedOverrides = true })
 }
 
-func buildOptions(opts []Option) options {
-	o := options{Options: a6.NewOptions("connectretry")}
+func buildOptions(opts []Option) engine.Options {
+	o := engine.NewOptions()
 	for _, opt := range opts {
 		if opt == nil {
 			o.Fail("nil Option")

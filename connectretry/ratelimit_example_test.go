@@ -36,7 +36,7 @@ func ExampleWithAdaptiveRateLimit() {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	interceptor, err := connectretry.New(nil, connectretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{MinRate: 10}))
+	interceptor, err := connectretry.New(nil, connectretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 10}))
 	if err != nil {
 		log.Fatal(err)
 	}

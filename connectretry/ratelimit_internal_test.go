@@ -32,12 +32,12 @@ func TestRateFeedback(t *testing.T) {
 	}{
 		{"ok", nil, nil, rebound.RateFeedback{}},
 		{"unavailable", connect.NewError(connect.CodeUnavailable, errors.New("x")), nil, rebound.RateFeedback{}},
-		{"resource exhausted", connect.NewError(connect.CodeResourceExhausted, errors.New("x")), nil, rebound.RateFeedback{Throttled: true}},
-		{"RetryInfo", withInfo, nil, rebound.RateFeedback{Throttled: true, Wait: 5 * time.Second}},
-		{"pushback on another code", pushback, nil, rebound.RateFeedback{Throttled: true, Wait: time.Second}},
-		{"pushback in a stream's trailer", nil, http.Header{"Grpc-Retry-Pushback-Ms": {"250"}}, rebound.RateFeedback{Throttled: true, Wait: 250 * time.Millisecond}},
+		{"resource exhausted", connect.NewError(connect.CodeResourceExhausted, errors.New("x")), nil, rebound.RateFeedback{SlowDown: true}},
+		{"RetryInfo", withInfo, nil, rebound.RateFeedback{SlowDown: true, Wait: 5 * time.Second}},
+		{"pushback on another code", pushback, nil, rebound.RateFeedback{SlowDown: true, Wait: time.Second}},
+		{"pushback in a stream's trailer", nil, http.Header{"Grpc-Retry-Pushback-Ms": {"250"}}, rebound.RateFeedback{SlowDown: true, Wait: 250 * time.Millisecond}},
 	} {
-		if got := rateFeedback(c.err, c.trailer); got != c.want {
+		if got := zero.RateFeedback(c.err, streamPushback(c.err, c.trailer)); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
 		}
 	}

@@ -4,17 +4,12 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
-	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/connectretry/internal/engine"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-// DefaultRetryInfoCap is the longest google.rpc.RetryInfo retry_delay a
-// call waits out unless [WithRetryInfoCap] says otherwise.
-const DefaultRetryInfoCap = a6.DefaultRetryInfoCap
-
-// WithRetryInfoCap sets the longest retry_delay of a google.rpc.RetryInfo
+// WithRetryDelayCap sets the longest retry_delay of a google.rpc.RetryInfo
 // in a failed attempt's error details that a call waits out.
 //
 // A server that sends RetryInfo asks the client to wait at least
@@ -27,9 +22,9 @@ const DefaultRetryInfoCap = a6.DefaultRetryInfoCap
 // should not send the server another attempt to refuse. A
 // grpc-retry-pushback-ms trailer, delay or "stop", wins over RetryInfo; a
 // RetryInfo without a valid, non-negative delay is ignored. d must be >
-// 0; the default is [DefaultRetryInfoCap].
-func WithRetryInfoCap(d time.Duration) Option {
-	return optionFunc(func(o *options) { o.SetRetryInfoCap(d) })
+// 0; the default is [rebound.DefaultRetryDelayCap].
+func WithRetryDelayCap(d time.Duration) Option {
+	return optionFunc(func(o *engine.Options) { o.SetRetryDelayCap(d) })
 }
 
 // WithRetryInfoRequired makes the listed codes retryable (or non-fatal,
@@ -40,30 +35,11 @@ func WithRetryInfoCap(d time.Duration) Option {
 // applies to calls under a retry or hedging policy. Each code must be one
 // of connect's, 1 to 16.
 func WithRetryInfoRequired(codes ...connect.Code) Option {
-	return optionFunc(func(o *options) {
+	return optionFunc(func(o *engine.Options) {
 		sc := make([]serviceconfig.Code, len(codes))
 		for i, c := range codes {
 			sc[i] = serviceconfig.Code(c)
 		}
 		o.SetRetryInfoRequired(sc)
 	})
-}
-
-// retryDelay returns the delay of the first google.rpc.RetryInfo in ce's
-// details, and whether there is a valid one. ce may be nil.
-func retryDelay(ce *connect.Error) (time.Duration, bool) {
-	if ce == nil {
-		return 0, false
-	}
-	for _, d := range ce.Details() {
-		if d.Type() != "google.rpc.RetryInfo" {
-			continue
-		}
-		v, err := d.Value()
-		if ri, ok := v.(*errdetails.RetryInfo); ok && err == nil {
-			return a6.RetryDelay(ri)
-		}
-		return 0, false
-	}
-	return 0, false
 }

@@ -1,16 +1,8 @@
 package connectretry
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"io"
-	"sync/atomic"
-
-	"connectrpc.com/connect"
-
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/internal/adaptive"
+	"github.com/rebound-go/rebound/connectretry/internal/engine"
 )
 
 // WithAdaptiveThrottle turns on client-side adaptive throttling (see
@@ -24,60 +16,5 @@ import (
 // of the process with the same server name and c shares one throttle. c's
 // fields must be valid; the zero value means the SRE book's defaults.
 func WithAdaptiveThrottle(c rebound.AdaptiveThrottleConfig) Option {
-	return optionFunc(func(o *options) { o.SetAdaptiveThrottle(c) })
-}
-
-func rejectedLocally() *connect.Error {
-	return connect.NewError(connect.CodeUnavailable, fmt.Errorf("connectretry: %w", rebound.ErrRejectedLocally))
-}
-
-// acceptedErr reports whether a call that ended with err was accepted.
-func acceptedErr(err error) bool {
-	if err == nil || errors.Is(err, io.EOF) {
-		return true
-	}
-	return adaptive.AcceptedCode(uint32(connect.CodeOf(err)))
-}
-
-// gatedUnary asks g before each attempt and tells it of each answer.
-func gatedUnary(g *adaptive.Gate, next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if !g.Allow() {
-			return nil, rejectedLocally()
-		}
-		resp, err := next(ctx, req)
-		if acceptedErr(err) {
-			g.Accepted()
-		}
-		return resp, err
-	}
-}
-
-// gatedStreaming asks the gate of the stream's server name before each
-// stream attempt; the end of its messages tells the gate whether it was
-// accepted. A stream kept home never sends: connect makes the request on
-// the first write.
-func (i *Interceptor) gatedStreaming(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		g := i.target(conn.Peer().Addr).gate
-		if !g.Allow() {
-			return newErrConn(spec, rejectedLocally())
-		}
-		return &gatedConn{StreamingClientConn: conn, gate: g}
-	}
-}
-
-type gatedConn struct {
-	connect.StreamingClientConn
-	gate *adaptive.Gate
-	done atomic.Bool
-}
-
-func (c *gatedConn) Receive(m any) error {
-	err := c.StreamingClientConn.Receive(m)
-	if err != nil && c.done.CompareAndSwap(false, true) && acceptedErr(err) {
-		c.gate.Accepted()
-	}
-	return err
+	return optionFunc(func(o *engine.Options) { o.SetAdaptiveThrottle(c) })
 }

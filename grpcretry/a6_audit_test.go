@@ -406,7 +406,7 @@ func TestRefusedHedgeCounted(t *testing.T) {
 				t.Fatalf("stats %+v, want 1 call, throttled once", s)
 			}
 			got := observetest.Collect(t, reader, "github.com/rebound-go/rebound/grpcretry")
-			if n := observetest.Counter(t, got, "grpc.client.call.retries_throttled", "{retry}", method, cc.CanonicalTarget()); n != 1 {
+			if n := observetest.Counter(t, got, "rebound.client.call.retries_throttled", "{retry}", "grpc", method, cc.CanonicalTarget()); n != 1 {
 				t.Fatalf("retries_throttled = %d, want 1", n)
 			}
 			if n := len(records()); n != 1 {

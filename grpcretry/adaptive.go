@@ -13,8 +13,10 @@ import (
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-// AdaptiveHedging sets the adaptive hedging delay of [WithAdaptiveHedging]:
-// the hedging delay of each method follows the method's recent latency, and
+// AdaptiveHedgingConfig configures the adaptive hedging of
+// [WithAdaptiveHedging], as rebound.AdaptiveThrottleConfig configures an
+// adaptive throttle: the hedging delay of each method follows the
+// method's recent latency, and
 // a hard cap keeps its hedges within a fraction of its calls. The idea is
 // that of Finagle's BackupRequestFilter, fitted to A6: the hedgingPolicy
 // still decides whether a method is hedged, how many attempts it may make
@@ -28,7 +30,7 @@ import (
 // have taken but more than the delay.
 //
 // The zero value is not valid; start from [DefaultAdaptiveHedging].
-type AdaptiveHedging struct {
+type AdaptiveHedgingConfig struct {
 	// MaxExtraLoad is the fraction of extra attempts that hedging may add
 	// to a method, in (0, 1). It sets the cap: each call earns
 	// MaxExtraLoad of a hedge, each hedge spends one (a hedge sent at once
@@ -58,20 +60,20 @@ type AdaptiveHedging struct {
 // percentile of the last 30 seconds' latencies once 100 calls have
 // succeeded, and send at most 5 hedges per 100 calls, with up to 100 saved
 // up: enough for a run of slow calls.
-func DefaultAdaptiveHedging() AdaptiveHedging {
-	return AdaptiveHedging{MaxExtraLoad: 0.05, Window: 30 * time.Second, MinSamples: 100, Burst: 100}
+func DefaultAdaptiveHedging() AdaptiveHedgingConfig {
+	return AdaptiveHedgingConfig{MaxExtraLoad: 0.05, Window: 30 * time.Second, MinSamples: 100, Burst: 100}
 }
 
-func (a AdaptiveHedging) validate() error {
+func (a AdaptiveHedgingConfig) validate() error {
 	switch {
 	case !(a.MaxExtraLoad > 0 && a.MaxExtraLoad < 1):
-		return fmt.Errorf("AdaptiveHedging.MaxExtraLoad must be in (0, 1), got %v", a.MaxExtraLoad)
+		return fmt.Errorf("AdaptiveHedgingConfig.MaxExtraLoad must be in (0, 1), got %v", a.MaxExtraLoad)
 	case a.Window < time.Millisecond:
-		return fmt.Errorf("AdaptiveHedging.Window must be >= 1ms, got %v", a.Window)
+		return fmt.Errorf("AdaptiveHedgingConfig.Window must be >= 1ms, got %v", a.Window)
 	case a.MinSamples < 1:
-		return fmt.Errorf("AdaptiveHedging.MinSamples must be >= 1, got %d", a.MinSamples)
+		return fmt.Errorf("AdaptiveHedgingConfig.MinSamples must be >= 1, got %d", a.MinSamples)
 	case a.Burst < 1 || a.Burst > 1e6:
-		return fmt.Errorf("AdaptiveHedging.Burst must be in 1..1000000, got %d", a.Burst)
+		return fmt.Errorf("AdaptiveHedgingConfig.Burst must be in 1..1000000, got %d", a.Burst)
 	}
 	return nil
 }
@@ -187,7 +189,7 @@ type latencySlot struct {
 	counts [numBuckets]atomic.Uint32
 }
 
-func (w *latencyWindow) init(a *AdaptiveHedging, now time.Time) {
+func (w *latencyWindow) init(a *AdaptiveHedgingConfig, now time.Time) {
 	w.quantile = 1 - quantileShare*a.MaxExtraLoad
 	w.minSamples = uint64(a.MinSamples)
 	w.slotLen = a.Window / windowSlots
@@ -271,7 +273,7 @@ type hedgeCap struct {
 	max, earn int64
 }
 
-func (c *hedgeCap) init(a *AdaptiveHedging) {
+func (c *hedgeCap) init(a *AdaptiveHedgingConfig) {
 	c.max = int64(a.Burst) * capUnit
 	c.earn = max(int64(math.Round(a.MaxExtraLoad*capUnit)), 1)
 	c.tokens.Store(c.max)

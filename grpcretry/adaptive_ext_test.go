@@ -21,7 +21,7 @@ import (
 func TestAdaptiveDelayFollowsLatency(t *testing.T) {
 	s := newScript(t)
 	srv := grpctest.Start(t, s.handlers())
-	adaptive := grpcretry.AdaptiveHedging{MaxExtraLoad: 0.1, Window: 6400 * time.Millisecond, MinSamples: 10, Burst: 5}
+	adaptive := grpcretry.AdaptiveHedgingConfig{MaxExtraLoad: 0.1, Window: 6400 * time.Millisecond, MinSamples: 10, Burst: 5}
 	cc, clk := hedgeClient(t, srv, hedgeConfig(t, 2, "1s", ""), nil, grpcretry.WithAdaptiveHedging(adaptive))
 	for i := range 10 {
 		p := start(t, context.Background(), cc, new(testpb.SimpleResponse))
@@ -58,7 +58,7 @@ func TestAdaptiveDelayFollowsLatency(t *testing.T) {
 // the savings are not sent, even with hedgingDelay 0.
 func TestAdaptiveCap(t *testing.T) {
 	srv := grpctest.Start(t, failFirst(1000, codes.Unavailable))
-	adaptive := grpcretry.AdaptiveHedging{MaxExtraLoad: 0.1, Window: time.Minute, MinSamples: 1000, Burst: 1}
+	adaptive := grpcretry.AdaptiveHedgingConfig{MaxExtraLoad: 0.1, Window: time.Minute, MinSamples: 1000, Burst: 1}
 	cc, _ := hedgeClient(t, srv, hedgeConfig(t, 2, "0s", ""), nil, grpcretry.WithAdaptiveHedging(adaptive))
 	tc := testpb.NewTestServiceClient(cc)
 	var got []int
@@ -98,7 +98,7 @@ func TestAdaptiveSpendsBudget(t *testing.T) {
 	bucket, _ := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 10, RetryCost: 5, TimeoutCost: 10})
 	// No floor: a hedge needs its call counted.
 	ratio, _ := rebound.NewRatioBudget(rebound.RatioBudgetConfig{Ratio: 1, TTL: time.Minute})
-	adaptive := grpcretry.AdaptiveHedging{MaxExtraLoad: 0.5, Window: time.Minute, MinSamples: 1000, Burst: 100}
+	adaptive := grpcretry.AdaptiveHedgingConfig{MaxExtraLoad: 0.5, Window: time.Minute, MinSamples: 1000, Burst: 100}
 	cc, _ := hedgeClient(t, srv, hedgeConfig(t, 2, "0s", ""), nil, grpcretry.WithAdaptiveHedging(adaptive),
 		grpcretry.WithBudget(rebound.AllBudgets(bucket, ratio)))
 	tc := testpb.NewTestServiceClient(cc)
@@ -120,19 +120,19 @@ func TestAdaptiveInvalidOptions(t *testing.T) {
 	d := grpcretry.DefaultAdaptiveHedging()
 	for _, tc := range []struct {
 		field  string
-		mutate func(*grpcretry.AdaptiveHedging)
+		mutate func(*grpcretry.AdaptiveHedgingConfig)
 	}{
-		{"MaxExtraLoad", func(a *grpcretry.AdaptiveHedging) { a.MaxExtraLoad = 0 }},
-		{"MaxExtraLoad", func(a *grpcretry.AdaptiveHedging) { a.MaxExtraLoad = 1 }},
-		{"Window", func(a *grpcretry.AdaptiveHedging) { a.Window = time.Microsecond }},
-		{"MinSamples", func(a *grpcretry.AdaptiveHedging) { a.MinSamples = 0 }},
-		{"Burst", func(a *grpcretry.AdaptiveHedging) { a.Burst = 0 }},
-		{"Burst", func(a *grpcretry.AdaptiveHedging) { a.Burst = 2e6 }},
+		{"MaxExtraLoad", func(a *grpcretry.AdaptiveHedgingConfig) { a.MaxExtraLoad = 0 }},
+		{"MaxExtraLoad", func(a *grpcretry.AdaptiveHedgingConfig) { a.MaxExtraLoad = 1 }},
+		{"Window", func(a *grpcretry.AdaptiveHedgingConfig) { a.Window = time.Microsecond }},
+		{"MinSamples", func(a *grpcretry.AdaptiveHedgingConfig) { a.MinSamples = 0 }},
+		{"Burst", func(a *grpcretry.AdaptiveHedgingConfig) { a.Burst = 0 }},
+		{"Burst", func(a *grpcretry.AdaptiveHedgingConfig) { a.Burst = 2e6 }},
 	} {
 		a := d
 		tc.mutate(&a)
 		_, err := grpcretry.New(nil, grpcretry.WithAdaptiveHedging(a))
-		if err == nil || !strings.Contains(err.Error(), "WithAdaptiveHedging: AdaptiveHedging."+tc.field) {
+		if err == nil || !strings.Contains(err.Error(), "WithAdaptiveHedging: AdaptiveHedgingConfig."+tc.field) {
 			t.Errorf("%+v: New = %v, want an error naming %s", a, err, tc.field)
 		}
 	}

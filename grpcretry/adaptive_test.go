@@ -37,7 +37,7 @@ func TestBuckets(t *testing.T) {
 	}
 }
 
-func newWindow(a AdaptiveHedging, now time.Time) *latencyWindow {
+func newWindow(a AdaptiveHedgingConfig, now time.Time) *latencyWindow {
 	w := new(latencyWindow)
 	w.init(&a, now)
 	return w
@@ -45,7 +45,7 @@ func newWindow(a AdaptiveHedging, now time.Time) *latencyWindow {
 
 func TestLatencyWindowQuantile(t *testing.T) {
 	now := time.Now()
-	a := AdaptiveHedging{MaxExtraLoad: 0.05, Window: 4 * time.Second, MinSamples: 100, Burst: 1}
+	a := AdaptiveHedgingConfig{MaxExtraLoad: 0.05, Window: 4 * time.Second, MinSamples: 100, Burst: 1}
 	if w := newWindow(a, now); w.quantile != 1-0.9*0.05 {
 		t.Fatalf("quantile %v for MaxExtraLoad 0.05, want 0.955", w.quantile)
 	}
@@ -74,7 +74,7 @@ func TestLatencyWindowQuantile(t *testing.T) {
 
 func TestLatencyWindowSlides(t *testing.T) {
 	t0 := time.Now()
-	a := AdaptiveHedging{MaxExtraLoad: 0.5, Window: 4 * time.Second, MinSamples: 1, Burst: 1}
+	a := AdaptiveHedgingConfig{MaxExtraLoad: 0.5, Window: 4 * time.Second, MinSamples: 1, Burst: 1}
 	w := newWindow(a, t0)
 	w.record(t0, 10*time.Millisecond)
 	w.record(t0.Add(time.Second), 20*time.Millisecond)
@@ -103,7 +103,7 @@ func TestLatencyWindowSlides(t *testing.T) {
 
 func TestHedgeCap(t *testing.T) {
 	var c hedgeCap
-	c.init(&AdaptiveHedging{MaxExtraLoad: 0.25, Burst: 2})
+	c.init(&AdaptiveHedgingConfig{MaxExtraLoad: 0.25, Burst: 2})
 	for i, want := range []bool{true, true, false} {
 		if c.take() != want {
 			t.Fatalf("hedge %d: take = %v, want %v: a cap of 2 allows exactly 2", i+1, !want, want)
@@ -135,7 +135,7 @@ func TestCappedBudget(t *testing.T) {
 	tb, _ := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 10, RetryCost: 5, TimeoutCost: 10, SuccessRefund: 1, RefundRetryCost: true})
 	conc, _ := rebound.NewConcurrencyBudget(rebound.ConcurrencyBudgetConfig{Percent: 100})
 	c := &hedgeCap{}
-	c.init(&AdaptiveHedging{MaxExtraLoad: 0.5, Burst: 2})
+	c.init(&AdaptiveHedgingConfig{MaxExtraLoad: 0.5, Burst: 2})
 	b := &cappedBudget{budget: a6.Budget(th, a6.Settings{Budget: rebound.AllBudgets(tb, conc)}), cap: c}
 
 	b.RecordFailure() // 1 <= threshold 1
@@ -178,7 +178,7 @@ func TestCappedBudget(t *testing.T) {
 
 func TestAdaptiveDelay(t *testing.T) {
 	clk := clocktest.New()
-	a := AdaptiveHedging{MaxExtraLoad: 0.1, Window: 6400 * time.Millisecond, MinSamples: 10, Burst: 1}
+	a := AdaptiveHedgingConfig{MaxExtraLoad: 0.1, Window: 6400 * time.Millisecond, MinSamples: 10, Burst: 1}
 	m := &adaptiveMethod{clock: clk, fallback: time.Second}
 	m.lat.init(&a, clk.Now())
 	if d := m.delay(); d != time.Second {

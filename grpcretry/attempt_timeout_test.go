@@ -467,7 +467,7 @@ func TestPerAttemptTimeoutObserved(t *testing.T) {
 		var cut int64 = -1
 		for _, sm := range rm.ScopeMetrics {
 			for _, m := range sm.Metrics {
-				if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "grpc.client.call.attempt_timeouts" && len(s.DataPoints) == 1 {
+				if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "rebound.client.call.attempt_timeouts" && len(s.DataPoints) == 1 {
 					cut = s.DataPoints[0].Value
 				}
 			}
@@ -479,7 +479,7 @@ func TestPerAttemptTimeoutObserved(t *testing.T) {
 			t.Fatal(err)
 		}
 		if cut != 2 {
-			t.Fatalf("grpc.client.call.attempt_timeouts = %d, want 2", cut)
+			t.Fatalf("rebound.client.call.attempt_timeouts = %d, want 2", cut)
 		}
 		if n := strings.Count(logs.String(), "rebound: per-attempt timeout, retry scheduled"); n != 2 {
 			t.Fatalf("%d records of a cut attempt retried, want 2:\n%s", n, logs.String())
@@ -664,5 +664,48 @@ func TestPerAttemptTimeoutMessageAsTimerFires(t *testing.T) {
 	}
 	if cut := c.Stats()[grpctest.StreamingOutputCall].AttemptTimeouts; cut != 1 {
 		t.Fatalf("%d attempts cut, want 1", cut)
+	}
+}
+
+// TestPerAttemptTimeoutUnaryServerAnswersFirst: a server, or a proxy that
+// keeps a margin, that ends each attempt a little (a fortieth of the
+// timeout) before the deadline the attempt carried, with a code of its
+// own, ends an attempt that its timeout cut: it is retried, and the call
+// ends DEADLINE_EXCEEDED with ErrAttemptTimeout after maxAttempts,
+// whatever the code.
+func TestPerAttemptTimeoutUnaryServerAnswersFirst(t *testing.T) {
+	// Long enough that each attempt reaches the server on a loaded
+	// machine, under -race, before the client's timer; the subtests run
+	// in parallel.
+	const timeout = time.Second
+	const maxAttempts = 3
+	for _, code := range []codes.Code{codes.Canceled, codes.Unavailable, codes.DeadlineExceeded} {
+		t.Run(code.String(), func(t *testing.T) {
+			t.Parallel()
+			srv := grpctest.Start(t, grpctest.Handlers{Unary: func(ctx context.Context, _ int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+				dl, ok := ctx.Deadline()
+				if !ok {
+					return nil, status.Error(codes.Internal, "no deadline")
+				}
+				select {
+				case <-time.After(time.Until(dl) - timeout/40):
+				case <-ctx.Done():
+				}
+				return nil, status.Error(code, "deadline")
+			}})
+			tc, _ := client(t, srv, retryConfig(t, maxAttempts, `"RESOURCE_EXHAUSTED"`, ""), grpcretry.WithPerAttemptTimeout(timeout))
+			// The connection is made before the attempts that count.
+			if _, err := tc.EmptyCall(context.Background(), &testpb.Empty{}); status.Code(err) != codes.Unimplemented {
+				t.Fatalf("EmptyCall: %v, want UNIMPLEMENTED", err)
+			}
+			var n int
+			_, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n))
+			if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, rebound.ErrAttemptTimeout) || !errors.Is(err, rebound.ErrAttemptsExhausted) {
+				t.Fatalf("err %v, want DEADLINE_EXCEEDED from the per-attempt timeout, attempts exhausted", err)
+			}
+			if n != maxAttempts || srv.Count(grpctest.UnaryCall) != maxAttempts {
+				t.Fatalf("%d attempts, server saw %d; want %d", n, srv.Count(grpctest.UnaryCall), maxAttempts)
+			}
+		})
 	}
 }

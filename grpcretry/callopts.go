@@ -8,6 +8,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/previous"
 )
 
 // countAttempts is the call option of [CountAttempts].
@@ -74,5 +75,5 @@ func callOptions(opts []grpc.CallOption) (*int, *rebound.Override, []grpc.CallOp
 // header: 0 on the first attempt or when the header is missing or invalid.
 func PreviousAttempts(ctx context.Context) int {
 	md, _ := metadata.FromIncomingContext(ctx)
-	return a6.PreviousAttempts(md[a6.PreviousAttemptsHeader])
+	return previous.Parse(md[a6.PreviousAttemptsHeader])
 }

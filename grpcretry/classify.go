@@ -36,12 +36,12 @@ type Failure struct {
 //     codes: the call has a policy;
 //   - f can never undo a commit, nor the server's pushback, "stop" or
 //     RetryInfo;
-//   - f may mark a failure as throttling with a harder Backoff of its
+//   - f may mark a failure as the server's slow-down (SlowDown) with a harder Backoff of its
 //     own, as Local (a client-side limit: no budget is spent or refilled
 //     for it), or as a Class with its own attempt limit (ClassAttempts).
 //
 // The built-in verdict marks RESOURCE_EXHAUSTED, and any status with
-// pushback, as throttling (Throttle); under [WithAdaptiveRateLimit] the
+// pushback, as slow-down (SlowDown); under [WithAdaptiveRateLimit] the
 // mark f returns is what the rate limit counts.
 //
 // A per-attempt timeout is not given to f. f runs on the call's path, once
@@ -72,7 +72,7 @@ func (o *options) verdict(v *ratelimit.Verdict, method string, info rebound.Retr
 	// throttle from the server (not its own refusal to send), so that the
 	// classifier sees it and may unmark it.
 	if _, _, pushback := a6.ParsePushback(trailer[a6.PushbackHeader]); !errors.Is(err, rebound.ErrRateLimited) {
-		info.Throttle = info.Throttle || ratelimit.Feedback(uint32(st.Code()), pushback, 0).Throttled
+		info.SlowDown = info.SlowDown || ratelimit.Feedback(uint32(st.Code()), pushback, 0).SlowDown
 	}
 	final := verdict.Reclassify(info, true, o.classify(Failure{Method: method, Status: st, Header: header, Trailer: trailer}, info))
 	v.Settle(info, final)

@@ -20,6 +20,7 @@ import (
 	"github.com/rebound-go/rebound/internal/adaptive"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/internal/ratelimit"
+	"github.com/rebound-go/rebound/internal/replay"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -38,7 +39,7 @@ type Client struct {
 
 	configErrors atomic.Uint64 // service configs from resolvers that were rejected
 
-	buffered atomic.Int64 // bytes streams keep for replay, against the total buffer limit
+	buffers replay.Pool // bytes kept for replay, against WithBufferLimits
 
 	rec    *observe.Recorder // statistics, metrics and decision logs
 	tracer *observe.Tracer   // nil without WithTracerProvider
@@ -110,6 +111,7 @@ func New(cfg *serviceconfig.Config, opts ...Option) (*Client, error) {
 	}
 	tracer := observe.NewTracer(o.TracerProvider, "github.com/rebound-go/rebound/grpcretry", observe.SystemGRPC)
 	c := &Client{cfg: cfg, opts: o, rec: rec, tracer: tracer, clock: clock}
+	c.buffers.Limits = o.buffers
 	if o.Clock == nil {
 		c.epoch = time.Now()
 	}
@@ -144,15 +146,20 @@ func StatsOf(cc *grpc.ClientConn) rebound.Stats {
 //
 // It returns what [Client.DialOptions] returns for a [Client] of cfg. An
 // invalid option does not panic: grpc.NewClient fails with an error that
-// names it, and should a later grpc.WithDefaultServiceConfig hide that
-// error, every call fails with codes.Internal and the option's error. [New]
-// returns the error instead.
+// ends with the option's own, as [New] returns it:
+//
+//	grpc: the provided default service config is invalid: error parsing config for policy "grpcretry.DialOptions": invalid option, not a service config: grpcretry: WithMaxAttemptsCap: n must be >= 1, got 0
+//
+// grpc-go frames it as its default service config, the only error of
+// grpc.NewClient that a dial option can carry. Should a later
+// grpc.WithDefaultServiceConfig hide that error, every call fails with
+// codes.Internal and the option's error. [New] returns the error alone.
 func DialOptions(cfg *serviceconfig.Config, opts ...Option) []grpc.DialOption {
 	c, err := New(cfg, opts...)
 	if err != nil {
 		fail := status.Error(codes.Internal, err.Error())
 		return []grpc.DialOption{
-			failNewClient(err),
+			failNewClient("invalid option, not a service config: " + err.Error()),
 			grpc.WithDisableRetry(),
 			grpc.WithChainUnaryInterceptor(func(context.Context, string, any, any, *grpc.ClientConn, grpc.UnaryInvoker, ...grpc.CallOption) error {
 				return fail
@@ -186,9 +193,13 @@ func DialOptions(cfg *serviceconfig.Config, opts ...Option) []grpc.DialOption {
 //
 // grpc-go's own retries stay on, but grpc-go never sees a retryPolicy
 // from c or from a wrapped resolver: rebound hands it only the fields it
-// acts on and rebound does not, so a call is retried in one place. On an
-// xds target grpc-go goes on applying the routes' retry policies (see the
-// package doc).
+// acts on and rebound does not, so a call is retried in one place. A
+// method for which a retryPolicy reaches grpc-go another way (a
+// grpc.WithDefaultServiceConfig of the application's, before or after
+// these options) is not retried twice over: the calls that rebound would
+// retry or hedge fail with codes.Internal, naming the conflict and the
+// fix (see the package doc). On an xds target grpc-go goes on applying
+// the routes' retry policies.
 //
 // When the config has loadBalancingConfig, loadBalancingPolicy or
 // healthCheckConfig, DialOptions also hands those fields, and only those,

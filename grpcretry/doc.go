@@ -46,12 +46,28 @@
 // grpc-go's own retries stay on, but rebound never hands grpc-go a
 // retryPolicy: grpc-go sees only the load-balancing and health-check
 // fields of the code's config and of a wrapped resolver's, so a call is
-// retried in one place. A retryPolicy given to grpc-go directly (with
-// grpc.WithDefaultServiceConfig, or by a resolver not passed through
-// WithResolver) is applied by grpc-go to each of rebound's attempts.
-// grpc-go's transparent retries of streams the server never processed
-// happen below these interceptors too; they count against neither
-// maxAttempts nor the throttle.
+// retried in one place. A retryPolicy may still reach grpc-go directly:
+// with grpc.WithDefaultServiceConfig (in either order with DialOptions:
+// grpc-go applies its default when the resolver delivers no config), as
+// when moving from grpc-go's retries to rebound's, or from a resolver
+// not passed with WithResolver. grpc-go would then retry each of
+// rebound's attempts, maxAttempts² in all. It cannot turn its retries off
+// for one call, and grpc.WithDisableRetry would also drop the xDS routes'
+// policies (below), so rebound does not share the method: a call that
+// rebound would retry or hedge fails, before any attempt, with
+// codes.Internal and a message that names the conflict and the fix (leave
+// the retryPolicy out of grpc.WithDefaultServiceConfig; pass a custom
+// resolver with WithResolver). rebound reads the config grpc-go applies
+// with ClientConn.GetMethodConfig; the first call of a method waits, as
+// a call of grpc-go's own does, until grpc-go has applied the conn's
+// config, and its answer holds for the method until the conn's resolver
+// delivers a new config through rebound's wrapper. A method that rebound
+// has no policy for is left to grpc-go's retries, and a conn made with
+// grpc.WithDisableRetry has no conflict. A resolver that rebound
+// does not wrap may hand grpc-go a retryPolicy after a method's first
+// call, unseen: pass it with WithResolver. grpc-go's transparent retries
+// of streams the server never processed happen below these interceptors
+// too; they count against neither maxAttempts nor the throttle.
 //
 // # xDS targets
 //
@@ -89,7 +105,7 @@
 //     commits a call when response headers or a message arrive, or when
 //     its messages outgrow the buffer; grpc-go also commits on Context,
 //     which would end retries for any code that merely reads the context.
-//   - [WithMaxAttempts] below 1 is an error from [New], where
+//   - [WithMaxAttemptsCap] below 1 is an error from [New], where
 //     grpc.WithMaxCallAttempts takes it to mean the default of 5: a
 //     mistyped limit should not go unnoticed.
 //   - A call that ran out of attempts says "attempts exhausted" and

@@ -74,12 +74,12 @@ func ExampleDialOptions() {
 	if err != nil {
 		log.Fatal(err) // every problem, each named by its JSON path
 	}
-	conn, err := grpc.NewClient(target, append(grpcretry.DialOptions(cfg), creds)...)
+	conn, err := grpc.NewClient(target, append(grpcretry.DialOptions(cfg), creds)...) // your target and credentials
 	if err != nil {
 		log.Fatal(err) // an invalid option, or a load-balancing policy grpc-go does not know
 	}
 	defer conn.Close()
-	client := testpb.NewTestServiceClient(conn)
+	client := testpb.NewTestServiceClient(conn) // grpc-go's interop test service, in place of your client
 
 	var attempts int
 	_, err = client.UnaryCall(context.Background(), &testpb.SimpleRequest{}, grpcretry.CountAttempts(&attempts))
@@ -103,7 +103,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 
-	retries, err := grpcretry.New(cfg, grpcretry.WithMaxAttempts(3))
+	retries, err := grpcretry.New(cfg, grpcretry.WithMaxAttemptsCap(3))
 	if err != nil {
 		log.Fatal(err) // the first invalid option, by name
 	}

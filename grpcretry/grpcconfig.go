@@ -22,7 +22,7 @@ func grpcServiceConfig(cfg *serviceconfig.Config) (opt grpc.DialOption, ok bool)
 	}
 	js, err := grpcConfigJSON(cfg)
 	if err != nil {
-		return failNewClient(err), true
+		return failNewClient(err.Error()), true
 	}
 	return grpc.WithDefaultServiceConfig(string(js)), true
 }

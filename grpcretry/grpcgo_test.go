@@ -373,7 +373,7 @@ func TestGRPCGoRetryStreaming(t *testing.T) {
 			}})
 			// grpc.MaxRetryRPCBufferSize(200) in grpc-go's test.
 			var client testpb.TestServiceClient
-			client, clk = grpcGoClient(t, srv, grpcGoConfig(t, 4, `"UNAVAILABLE"`, ""), grpcretry.WithBufferLimits(grpcretry.DefaultBufferTotal, 200))
+			client, clk = grpcGoClient(t, srv, grpcGoConfig(t, 4, `"UNAVAILABLE"`, ""), grpcretry.WithBufferLimits(rebound.DefaultBufferTotal, 200))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			st, err := client.FullDuplexCall(ctx)
@@ -394,14 +394,14 @@ func TestGRPCGoRetryStreaming(t *testing.T) {
 	}
 }
 
-// grpc-go's TestMaxCallAttempts, with WithMaxAttempts for
+// grpc-go's TestMaxCallAttempts, with WithMaxAttemptsCap for
 // grpc.WithMaxCallAttempts. A deliberate difference: grpc-go takes a
-// client maximum below 1 to mean its default of 5, where WithMaxAttempts
+// client maximum below 1 to mean its default of 5, where WithMaxAttemptsCap
 // rejects it (every invalid option is an error); leaving the option out
 // gives the default of 5.
 func TestGRPCGoMaxCallAttempts(t *testing.T) {
 	for _, tc := range []struct {
-		service, client, want int // client 0: no WithMaxAttempts
+		service, client, want int // client 0: no WithMaxAttemptsCap
 	}{
 		{9, 4, 4},
 		{9, 7, 7},
@@ -418,7 +418,7 @@ func TestGRPCGoMaxCallAttempts(t *testing.T) {
 			})
 			var opts []grpcretry.Option
 			if tc.client != 0 {
-				opts = append(opts, grpcretry.WithMaxAttempts(tc.client))
+				opts = append(opts, grpcretry.WithMaxAttemptsCap(tc.client))
 			}
 			client, _ := grpcGoClient(t, srv, grpcGoConfig(t, tc.service, `"UNAVAILABLE"`, ""), opts...)
 			st, err := client.FullDuplexCall(context.Background())
@@ -440,8 +440,8 @@ func TestGRPCGoMaxCallAttempts(t *testing.T) {
 		})
 	}
 	for _, n := range []int{0, -1} {
-		if _, err := grpcretry.New(nil, grpcretry.WithMaxAttempts(n)); err == nil {
-			t.Errorf("WithMaxAttempts(%d) accepted", n)
+		if _, err := grpcretry.New(nil, grpcretry.WithMaxAttemptsCap(n)); err == nil {
+			t.Errorf("WithMaxAttemptsCap(%d) accepted", n)
 		}
 	}
 }

@@ -24,7 +24,7 @@ import (
 // machine disturbs less.
 func BenchmarkUnaryHedge(b *testing.B) {
 	srv := grpctest.Start(b, grpctest.Handlers{})
-	never := grpcretry.AdaptiveHedging{MaxExtraLoad: 0.05, Window: 30 * time.Second, MinSamples: math.MaxInt, Burst: 10}
+	never := grpcretry.AdaptiveHedgingConfig{MaxExtraLoad: 0.05, Window: 30 * time.Second, MinSamples: math.MaxInt, Burst: 10}
 	hedging := hedgeConfig(b, 3, "1s", "")
 	for _, bc := range []struct {
 		name string
@@ -68,7 +68,7 @@ func dialOptions(b *testing.B, cfg *serviceconfig.Config, opts ...grpcretry.Opti
 // path: the invoker answers at once, with no network in between, so the
 // figures are free of the round trip's noise.
 func BenchmarkInterceptorSuccess(b *testing.B) {
-	never := grpcretry.AdaptiveHedging{MaxExtraLoad: 0.05, Window: 30 * time.Second, MinSamples: math.MaxInt, Burst: 10}
+	never := grpcretry.AdaptiveHedgingConfig{MaxExtraLoad: 0.05, Window: 30 * time.Second, MinSamples: math.MaxInt, Burst: 10}
 	hedging := hedgeConfig(b, 3, "1s", "")
 	invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
 	for _, bc := range []struct {

@@ -311,8 +311,8 @@ func TestHedgeMaxAttemptsClamped(t *testing.T) {
 		want   int
 	}{
 		{10, nil, 5},
-		{10, []grpcretry.Option{grpcretry.WithMaxAttempts(3)}, 3},
-		{2, []grpcretry.Option{grpcretry.WithMaxAttempts(7)}, 2},
+		{10, []grpcretry.Option{grpcretry.WithMaxAttemptsCap(3)}, 3},
+		{2, []grpcretry.Option{grpcretry.WithMaxAttemptsCap(7)}, 2},
 	} {
 		srv := grpctest.Start(t, failFirst(100, codes.Unavailable))
 		cc, _ := hedgeClient(t, srv, hedgeConfig(t, tc.config, "0s", ""), nil, tc.opts...)

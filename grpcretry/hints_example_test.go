@@ -54,7 +54,7 @@ func ExampleWithClassifier() {
 
 	c, err := grpcretry.New(cfg,
 		grpcretry.WithRetryInfoRequired(codes.ResourceExhausted),
-		grpcretry.WithRetryInfoCap(10*time.Second), // a longer hint ends the call with rebound.ErrRetryDelayTooLong
+		grpcretry.WithRetryDelayCap(10*time.Second), // a longer hint ends the call with rebound.ErrRetryDelayTooLong
 		grpcretry.WithClassifier(func(f grpcretry.Failure, v rebound.RetryInfo) rebound.RetryInfo {
 			if f.Status.Code() == codes.Internal && f.Status.Message() == "retry me" {
 				v.Safety = rebound.SafetyYes

@@ -22,6 +22,9 @@ type methodEntry struct {
 	// policyEntry.plain): no timeout, per call or per attempt, no call
 	// options. Client.unary goes straight to Client.retried.
 	plain bool
+	// native says whether grpc-go has a retryPolicy for the method on the
+	// target's conn (see Client.nativeConflict).
+	native atomic.Int32
 	// bare: a call needs nothing at all, neither a policy, nor anything
 	// of mc, nor the throttle's count of calls without a policy, nor the
 	// client's rate limit or adaptive throttle: Client.unary invokes it.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/replay"
 )
 
 // Option configures a [Client]. Options are applied in order; the first
@@ -20,36 +21,30 @@ type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
 
-// Default buffer limits (A6 "Memory Management"): retry_buffer_size_in_bytes
-// for the whole client and per_rpc_buffer_limit_in_bytes for one call.
-const (
-	DefaultBufferTotal  = 16 << 20
-	DefaultBufferPerRPC = 1 << 20
-)
-
 // options are the settings grpcretry shares with connectretry, and its own.
 type options struct {
 	a6.Options
-	bufferTotal  int
-	bufferPerRPC int
-	adaptive     *AdaptiveHedging
+	buffers  replay.Limits
+	adaptive *AdaptiveHedgingConfig
 	// classify is WithClassifier's; nil for none.
 	classify func(Failure, rebound.RetryInfo) rebound.RetryInfo
 	// resolvers are WithResolver's builders, by scheme.
 	resolvers map[string]resolver.Builder
 }
 
-// WithMaxAttempts sets the client-side maximum of attempts (A6 "Limits"):
-// a retryPolicy or hedgingPolicy that asks for more is held to n. The
-// default is 5. n must be >= 1.
-func WithMaxAttempts(n int) Option {
-	return optionFunc(func(o *options) { o.SetMaxAttempts(n) })
+// WithMaxAttemptsCap sets the client-side cap on a policy's maxAttempts
+// (A6 "Limits"): a retryPolicy or hedgingPolicy that asks for more
+// attempts, the first included, is held to n. The default is 5
+// ([serviceconfig.DefaultMaxAttemptsCap]). n must be >= 1; to make every
+// call once, use [WithRetriesDisabled].
+func WithMaxAttemptsCap(n int) Option {
+	return optionFunc(func(o *options) { o.SetMaxAttemptsCap(n) })
 }
 
-// WithBufferLimits sets the memory that may hold sent messages for replay
-// (A6 "Memory Management"): total bytes for the whole client
-// (retry_buffer_size_in_bytes) and bytes for one call
-// (per_rpc_buffer_limit_in_bytes). A call whose messages do not fit is
+// WithBufferLimits sets the memory that may hold requests for replay (A6
+// "Memory Management"), as httpretry's WithBufferLimits does: total bytes
+// for the whole Client (retry_buffer_size_in_bytes) and bytes for one call
+// (per_rpc_buffer_limit_in_bytes). A call whose request does not fit is
 // committed: it goes on, but is not retried or hedged. A unary or
 // server-streaming call counts its request's encoded size (proto.Size, or
 // the call's codec for other messages) against both limits until it ends:
@@ -57,14 +52,16 @@ func WithMaxAttempts(n int) Option {
 // from its first failed attempt, as until then no retry holds on to the
 // request (and a call that succeeds at once need not measure it); a
 // client or bidirectional stream counts each message it keeps until it
-// commits. Defaults: 16 MiB and 1 MiB. Both must be > 0 and perRPC <= total.
-func WithBufferLimits(total, perRPC int) Option {
+// commits. The defaults are [rebound.DefaultBufferTotal] (16 MiB) and
+// [rebound.DefaultBufferPerCall] (1 MiB). Both must be > 0 and perCall <=
+// total.
+func WithBufferLimits(total, perCall int) Option {
 	return optionFunc(func(o *options) {
-		if total <= 0 || perRPC <= 0 || perRPC > total {
-			o.Fail("WithBufferLimits: need 0 < perRPC <= total, got total %d, perRPC %d", total, perRPC)
+		if err := replay.Check(total, perCall); err != nil {
+			o.Fail("WithBufferLimits: %v", err)
 			return
 		}
-		o.bufferTotal, o.bufferPerRPC = total, perRPC
+		o.buffers = replay.Limits{Total: total, PerCall: perCall}
 	})
 }
 
@@ -134,7 +131,7 @@ func WithPerAttemptTimeout(d time.Duration) Option {
 // logged at debug level ([WithLogger]). Give it only when every caller
 // that can set an override is trusted: an override that comes from a
 // request (a header passed on, a tenant's setting) could otherwise
-// multiply the load on a struggling backend. [WithMaxAttempts], the
+// multiply the load on a struggling backend. [WithMaxAttemptsCap], the
 // throttle and the buffer limits hold either way.
 func WithTrustedOverrides() Option {
 	return optionFunc(func(o *options) { o.TrustedOverrides = true })
@@ -142,10 +139,9 @@ func WithTrustedOverrides() Option {
 
 func buildOptions(opts []Option) options {
 	o := options{
-		Options:      a6.NewOptions("grpcretry"),
-		bufferTotal:  DefaultBufferTotal,
-		bufferPerRPC: DefaultBufferPerRPC,
-		resolvers:    map[string]resolver.Builder{},
+		Options:   a6.NewOptions("grpcretry"),
+		buffers:   replay.Limits{Total: rebound.DefaultBufferTotal, PerCall: rebound.DefaultBufferPerCall},
+		resolvers: map[string]resolver.Builder{},
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -159,27 +155,30 @@ func buildOptions(opts []Option) options {
 
 // WithAdaptiveHedging makes the hedging delay of every method under a
 // hedgingPolicy follow the method's recent latency, and caps the method's
-// hedges at a fraction of its calls; see [AdaptiveHedging]. The fields must
-// be valid.
-func WithAdaptiveHedging(a AdaptiveHedging) Option {
+// hedges at a fraction of its calls; see [AdaptiveHedgingConfig]. c's
+// fields must be valid.
+func WithAdaptiveHedging(c AdaptiveHedgingConfig) Option {
 	return optionFunc(func(o *options) {
-		if err := a.validate(); err != nil {
+		if err := c.validate(); err != nil {
 			o.Fail("WithAdaptiveHedging: %v", err)
 			return
 		}
-		o.adaptive = &a
+		o.adaptive = &c
 	})
 }
 
-// WithMeterProvider records the OpenTelemetry instruments of gRFC A96 once
-// per call that a policy governs: grpc.client.call.retries,
+// WithMeterProvider records OpenTelemetry instruments with mp once per
+// call that a policy governs: gRFC A96's grpc.client.call.retries,
 // grpc.client.call.transparent_retries, grpc.client.call.hedges and
-// grpc.client.call.retry_delay, with grpc.method and grpc.target, plus the
-// counters grpc.client.call.retries_throttled and
-// grpc.client.call.retries_pushback_stopped, and the counter
-// grpc.client.call.attempt_timeouts of attempts cut by the per-attempt
-// timeout. Transparent retries are counted by a stats handler that
-// [Client.DialOptions] then installs.
+// grpc.client.call.retry_delay, and rebound's own counters
+// rebound.client.call.retries_throttled and
+// rebound.client.call.retries_pushback_stopped (calls whose retries the
+// throttle or server pushback stopped) and
+// rebound.client.call.attempt_timeouts (attempts cut by the per-attempt
+// timeout), all with A66's attributes grpc.method and grpc.target and
+// rpc.system.name "grpc". Transparent retries are counted by a stats
+// handler that [Client.DialOptions] then installs. The meter's scope is
+// "github.com/rebound-go/rebound/grpcretry".
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(o *options) { o.SetMeterProvider(mp) })
 }

@@ -33,8 +33,16 @@ func (c *Client) resolve(ctx context.Context, method string, cc *grpc.ClientConn
 		c.await(ctx, cc)
 		t = c.target(cc)
 	}
+	if t.src != nil {
+		t.src.raise()
+	}
 	m := c.method(t, method)
 	if ov == nil {
+		if m.policy != nil && m.native.Load() != nativeNone {
+			if err := c.nativeConflict(ctx, m, cc); err != nil {
+				return t, callPolicy{}, err
+			}
+		}
 		return t, callPolicy{mc: m.mc, timeout: m.timeout, m: m}, nil
 	}
 	if err := override.Validate(*ov); err != nil {
@@ -44,6 +52,11 @@ func (c *Client) resolve(ctx context.Context, method string, cc *grpc.ClientConn
 	if len(clamped) > 0 {
 		c.rec.Log(ctx, "rebound: override clamped to the service config", method, t.uri,
 			slog.Any("fields", clamped), slog.Bool("trusted", c.opts.TrustedOverrides))
+	}
+	if !c.opts.Disabled && omc != nil && (omc.RetryPolicy != nil || omc.HedgingPolicy != nil) {
+		if err := c.nativeConflict(ctx, m, cc); err != nil {
+			return t, callPolicy{}, err
+		}
 	}
 	return t, callPolicy{mc: omc, timeout: timeout, fresh: omc != m.mc, m: m}, nil
 }

@@ -18,7 +18,7 @@ import (
 
 // WithAdaptiveRateLimit paces the calls to each server name (see
 // [WithServerName]) to the rate the server accepts (see
-// [rebound.RateLimiter]): every attempt, the first included, of every call
+// [rebound.AdaptiveRateLimit]): every attempt, the first included, of every call
 // on the ClientConn waits for a send token within its context. When its
 // turn would come after the context's deadline it fails at once, without
 // reaching the server, with RESOURCE_EXHAUSTED and an error that unwraps
@@ -29,19 +29,19 @@ import (
 // trailer, are throttles; the pushback delay, or else the retry_delay of a
 // google.rpc.RetryInfo in the status details, holds the rate until it has
 // passed. Every other status only feeds the measured rate. With
-// [WithClassifier], the classifier's Throttle mark has the last word on a
+// [WithClassifier], the classifier's SlowDown mark has the last word on a
 // call's failed attempts, streams included: the built-in verdict it is
 // given marks what these rules count, a failure it marks counts as a
 // throttle, and a throttle it unmarks only feeds the measured rate. The
 // limit starts at the server's first throttle; until then only its slow
 // start holds attempts back (at most four in flight until answers come
 // back, then twice as many each round trip: a few round trips once,
-// never more than a quarter-second; see [rebound.RateLimiter]).
+// never more than a quarter-second; see [rebound.AdaptiveRateLimit]).
 //
 // Every client of the process with the same server name and c shares one
 // limiter, so that they together keep to the server's limit. c's fields
 // must be valid; the zero value means the AWS SDKs' constants.
-func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimit) Option {
+func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimitConfig) Option {
 	return optionFunc(func(o *options) { o.SetRateLimit(c) })
 }
 
@@ -61,13 +61,23 @@ func (rateLimited) Unwrap() error { return rebound.ErrRateLimited }
 func (rateLimited) GRPCStatus() *status.Status {
 	return status.New(codes.ResourceExhausted, "grpcretry: "+rebound.ErrRateLimited.Error())
 }
+func (rateLimited) KeptHome() {}
 
-// waitError turns the error of a wait into an attempt's error.
+// waitEnded is the error of an attempt whose context ended while it
+// waited for its turn: the context's status.
+type waitEnded struct{ st *status.Status }
+
+func (w waitEnded) Error() string              { return w.st.Err().Error() }
+func (w waitEnded) GRPCStatus() *status.Status { return w.st }
+func (waitEnded) KeptHome()                    {}
+
+// waitError turns the error of a wait into an attempt's error, which is
+// a ratelimit.KeptHome: the attempt did not leave.
 func waitError(ctx context.Context, err error) error {
 	if err == rebound.ErrRateLimited {
 		return rateLimited{}
 	}
-	return status.FromContextError(ctx.Err()).Err()
+	return waitEnded{status.FromContextError(ctx.Err())}
 }
 
 // feedback returns what an attempt's status and trailer say about the

@@ -43,7 +43,7 @@ func ExampleWithAdaptiveRateLimit() {
 	target, stop := serve(srv)
 	defer stop()
 	conn, err := grpc.NewClient(target, append(grpcretry.DialOptions(nil,
-		grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{MinRate: 10})),
+		grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 10})),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		log.Fatal(err)

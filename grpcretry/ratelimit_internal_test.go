@@ -26,11 +26,11 @@ func TestRateFeedback(t *testing.T) {
 	}{
 		{"ok", nil, nil, rebound.RateFeedback{}},
 		{"unavailable", status.Error(codes.Unavailable, "x"), nil, rebound.RateFeedback{}},
-		{"resource exhausted", status.Error(codes.ResourceExhausted, "x"), nil, rebound.RateFeedback{Throttled: true}},
-		{"RetryInfo", withInfo.Err(), nil, rebound.RateFeedback{Throttled: true, Wait: 5 * time.Second}},
-		{"pushback wins", withInfo.Err(), metadata.Pairs("grpc-retry-pushback-ms", "250"), rebound.RateFeedback{Throttled: true, Wait: 250 * time.Millisecond}},
-		{"pushback on another code", status.Error(codes.Unavailable, "x"), metadata.Pairs("grpc-retry-pushback-ms", "1000"), rebound.RateFeedback{Throttled: true, Wait: time.Second}},
-		{"pushback stop", status.Error(codes.Unavailable, "x"), metadata.Pairs("grpc-retry-pushback-ms", "-1"), rebound.RateFeedback{Throttled: true}},
+		{"resource exhausted", status.Error(codes.ResourceExhausted, "x"), nil, rebound.RateFeedback{SlowDown: true}},
+		{"RetryInfo", withInfo.Err(), nil, rebound.RateFeedback{SlowDown: true, Wait: 5 * time.Second}},
+		{"pushback wins", withInfo.Err(), metadata.Pairs("grpc-retry-pushback-ms", "250"), rebound.RateFeedback{SlowDown: true, Wait: 250 * time.Millisecond}},
+		{"pushback on another code", status.Error(codes.Unavailable, "x"), metadata.Pairs("grpc-retry-pushback-ms", "1000"), rebound.RateFeedback{SlowDown: true, Wait: time.Second}},
+		{"pushback stop", status.Error(codes.Unavailable, "x"), metadata.Pairs("grpc-retry-pushback-ms", "-1"), rebound.RateFeedback{SlowDown: true}},
 		{"not a status", errors.New("x"), nil, rebound.RateFeedback{}},
 	} {
 		if got := feedback(c.err, c.trailer); got != c.want {

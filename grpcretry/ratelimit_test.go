@@ -21,8 +21,10 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/grpcretry"
+	"github.com/rebound-go/rebound/internal/adaptive"
 	"github.com/rebound-go/rebound/internal/clocktest"
 	"github.com/rebound-go/rebound/internal/grpctest"
+	"github.com/rebound-go/rebound/internal/limittest"
 	"github.com/rebound-go/rebound/internal/ratelimit"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
@@ -70,7 +72,7 @@ func limitedClient(t *testing.T, srv *grpctest.Server, cfg *serviceconfig.Config
 	clk := clocktest.NewAhead()
 	c, err := grpcretry.New(cfg, append([]grpcretry.Option{grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.5)),
 		grpcretry.WithServerName(fmt.Sprint("ratelimit-", t.Name(), time.Now().UnixNano())),
-		grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{})}, opts...)...)
+		grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,10 +128,14 @@ func TestAdaptiveRateLimit(t *testing.T) {
 		t.Fatalf("%d waits, want 2: the third must not wait", n)
 	}
 	// Both waits end at once: one goes, and the other, which would reach
-	// the server with it as a burst, takes a new turn.
+	// the server with it as a burst, keeps its turn and waits out half a
+	// spacing (a new turn would be a whole spacing after the last).
 	clk.Advance(time.Second)
 	if !clk.WaitPending(1) {
-		t.Fatal("the second did not take a new turn")
+		t.Fatal("the second did not wait out half a spacing")
+	}
+	if s := clk.Sleeps(); (s[1]-s[0])/2-s[len(s)-1] > time.Millisecond || s[len(s)-1]-(s[1]-s[0])/2 > time.Millisecond {
+		t.Fatalf("waits %v: the second waits %v more, want half the spacing, %v", s, s[len(s)-1], (s[1]-s[0])/2)
 	}
 	clk.Advance(time.Second)
 	wg.Wait()
@@ -220,15 +226,15 @@ func TestAdaptiveRateLimitThrottles(t *testing.T) {
 // the built-in verdict it is given marks, does not once it unmarks it; a
 // mark it leaves as it was is judged by the limit's own rules.
 func TestAdaptiveRateLimitClassifier(t *testing.T) {
-	mark := func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = true; return i }
-	unmark := func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = false; return i }
+	mark := func(i rebound.RetryInfo) rebound.RetryInfo { i.SlowDown = true; return i }
+	unmark := func(i rebound.RetryInfo) rebound.RetryInfo { i.SlowDown = false; return i }
 	same := func(i rebound.RetryInfo) rebound.RetryInfo { return i }
 	for _, c := range []struct {
 		name     string
 		hedged   bool
 		stream   bool
 		code     codes.Code
-		given    bool // the built-in verdict's Throttle mark
+		given    bool // the built-in verdict's SlowDown mark
 		judge    func(rebound.RetryInfo) rebound.RetryInfo
 		throttle bool
 	}{
@@ -252,8 +258,8 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 			}
 			var judged atomic.Int32
 			tc, clk := limitedClient(t, srv, cfg, grpcretry.WithClassifier(func(f grpcretry.Failure, builtin rebound.RetryInfo) rebound.RetryInfo {
-				if judged.Add(1) == 1 && builtin.Throttle != c.given {
-					t.Errorf("the built-in verdict's Throttle is %v, want %v", builtin.Throttle, c.given)
+				if judged.Add(1) == 1 && builtin.SlowDown != c.given {
+					t.Errorf("the built-in verdict's SlowDown is %v, want %v", builtin.SlowDown, c.given)
 				}
 				return c.judge(builtin)
 			}))
@@ -326,14 +332,14 @@ func TestAdaptiveRateLimitUnderPolicy(t *testing.T) {
 // TestAdaptiveRateLimitBadInput: a bad setting is an error naming the
 // option and the field.
 func TestAdaptiveRateLimitBadInput(t *testing.T) {
-	for field, c := range map[string]rebound.AdaptiveRateLimit{
+	for field, c := range map[string]rebound.AdaptiveRateLimitConfig{
 		"Beta":          {Beta: 1.5},
 		"ScaleConstant": {ScaleConstant: math.NaN()},
 		"Smoothing":     {Smoothing: -1},
 		"MinRate":       {MinRate: math.Inf(1)},
 	} {
 		_, err := grpcretry.New(nil, grpcretry.WithAdaptiveRateLimit(c))
-		if err == nil || !strings.Contains(err.Error(), "WithAdaptiveRateLimit") || !strings.Contains(err.Error(), "AdaptiveRateLimit."+field) {
+		if err == nil || !strings.Contains(err.Error(), "WithAdaptiveRateLimit") || !strings.Contains(err.Error(), "AdaptiveRateLimitConfig."+field) {
 			t.Errorf("%s: %v, want an error naming the option and the field", field, err)
 		}
 	}
@@ -346,7 +352,7 @@ func TestAdaptiveRateLimitBounded(t *testing.T) {
 	before := ratelimit.Count()
 	for i := range 200 {
 		c, err := grpcretry.New(nil, grpcretry.WithServerName(fmt.Sprint("bounded-", i, "-", time.Now().UnixNano())),
-			grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))
+			grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -367,4 +373,103 @@ func TestAdaptiveRateLimitBounded(t *testing.T) {
 		runtime.GC()
 		runtime.Gosched()
 	}
+}
+
+// TestAdaptiveThrottleBehindRateLimit: with the adaptive throttle and the
+// rate limit both on, a call the rate limit keeps home never reached the
+// server, and the throttle counts it neither as a request nor as a
+// refusal, nor, cancelled while it waited, as an accept: unary calls and
+// streams refused for their deadline, a call cancelled in its wait. Its
+// window holds the one call the server refused, and the next call goes.
+// (The throttle counted the rate limit's refusals as the server's: from
+// the second refusal on it kept the calls home itself, its window holding
+// 21 requests, though the server had seen one call.)
+func TestAdaptiveThrottleBehindRateLimit(t *testing.T) {
+	srv, ans := scriptedServer(t)
+	name := fmt.Sprint("behind-", time.Now().UnixNano())
+	tc, clk := limitedClient(t, srv, nil, grpcretry.WithServerName(name), grpcretry.WithAdaptiveThrottle(rebound.AdaptiveThrottleConfig{}))
+	th := adaptive.Throttle(name, rebound.AdaptiveThrottleConfig{})
+	ans.Store(&answer{code: codes.ResourceExhausted})
+	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x")); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("got %v, want the server's RESOURCE_EXHAUSTED", err)
+	}
+	ans.Store(&answer{code: codes.OK})
+	// The next turn is over a second away: calls with 50ms are refused.
+	kept := 0 // by the throttle
+	for i := range 20 {
+		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(50*time.Millisecond))
+		var err error
+		if i%2 == 0 {
+			_, err = tc.UnaryCall(ctx, grpctest.Request("x"))
+		} else {
+			var s grpc.ServerStreamingClient[testpb.StreamingOutputCallResponse]
+			if s, err = tc.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{}); err == nil {
+				_, err = s.Recv()
+			}
+		}
+		cancel()
+		switch {
+		case errors.Is(err, rebound.ErrRateLimited):
+		case errors.Is(err, rebound.ErrRejectedLocally):
+			kept++
+		default:
+			t.Fatalf("call %d: %v, want ErrRateLimited", i, err)
+		}
+	}
+	if r, a := th.Counts(clk.Now()); r != 1 || a != 0 || kept != 0 {
+		t.Fatalf("after the refusals the throttle counts %d requests and %d accepts and kept %d calls home, want 1, 0 and none: the server saw one call and refused it", r, a, kept)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { _, err := tc.UnaryCall(ctx, grpctest.Request("x")); done <- err }()
+	if !clk.WaitPending(1) {
+		t.Fatal("the call did not wait for its turn")
+	}
+	cancel()
+	if err := <-done; status.Code(err) != codes.Canceled {
+		t.Fatalf("cancelled wait: %v", err)
+	}
+	if r, a := th.Counts(clk.Now()); r != 1 || a != 0 {
+		t.Fatalf("after a cancelled wait the throttle counts %d requests and %d accepts, want 1 and 0", r, a)
+	}
+	go func() { _, err := tc.UnaryCall(context.Background(), grpctest.Request("x")); done <- err }()
+	if !clk.WaitPending(1) {
+		t.Fatalf("the call did not wait for its turn: %v", <-done)
+	}
+	clk.Advance(2 * time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Count(grpctest.UnaryCall); n != 2 {
+		t.Fatalf("the server saw %d calls, want 2", n)
+	}
+}
+
+// TestAdaptiveRateLimitRecovers: see httpretry's. A grpc-go server on
+// 127.0.0.1 that accepts 20 calls a second (a burst of 2) for 2s and
+// answers the rest RESOURCE_EXHAUSTED, then accepts everything; twenty
+// callers on the real clock: the server soon accepts more than 20 a
+// second again.
+func TestAdaptiveRateLimitRecovers(t *testing.T) {
+	lim := limittest.New(20, 2, 2*time.Second)
+	name := fmt.Sprint("recovers-", time.Now().UnixNano())
+	srv := grpctest.Start(t, grpctest.Handlers{
+		Unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			if !lim.Allow() {
+				return nil, status.Error(codes.ResourceExhausted, "limited")
+			}
+			return &testpb.SimpleResponse{}, nil
+		},
+	})
+	c, err := grpcretry.New(nil, grpcretry.WithServerName(name),
+		grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+	took, refused := limittest.Recovery(t, lim, 20, 15*time.Second, func(ctx context.Context) error {
+		_, err := tc.UnaryCall(ctx, grpctest.Request("x"))
+		return err
+	}, func() float64 { return ratelimit.Limiter(name, rebound.AdaptiveRateLimitConfig{}).Rate() })
+	t.Logf("back above 20/s %v after the server stopped limiting; %d calls refused locally", took, refused)
 }

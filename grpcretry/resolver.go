@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/resolver"
 	grpcsc "google.golang.org/grpc/serviceconfig"
 
+	"github.com/rebound-go/rebound/internal/gopanic"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -78,6 +79,10 @@ type resolved struct {
 	key  string // the target, as resolver.Target.String gives it
 	cfg  atomic.Pointer[serviceconfig.Config]
 	json atomic.Pointer[string] // the JSON cfg was parsed from; nil for the Client's own
+
+	// panicked is a panic of the logger's on the resolver's goroutine,
+	// for the next call to raise.
+	panicked atomic.Pointer[gopanic.Panic]
 
 	built   atomic.Bool   // a wrapped resolver was built for key
 	readyMu sync.Once     // closes ready
@@ -170,15 +175,27 @@ func (c *Client) await(ctx context.Context, cc *grpc.ClientConn) {
 func (c *Client) ResolverConfigErrors() uint64 { return c.configErrors.Load() }
 
 // reject counts and logs a config the resolver of s delivered and c
-// could not apply.
+// could not apply. It runs on the resolver's goroutine, where a panic of
+// the logger's would end the process: the next call on a conn of s raises
+// it instead (see package gopanic).
 func (c *Client) reject(s *resolved, err error) {
 	c.configErrors.Add(1)
 	l := c.opts.Logger
 	if l == nil {
 		l = slog.Default()
 	}
-	l.LogAttrs(context.Background(), slog.LevelWarn, "grpcretry: rejected the service config from the name resolver; the last good config stays in force",
-		slog.String("target", s.key), slog.String("error", err.Error()))
+	gopanic.Run(func() {
+		l.LogAttrs(context.Background(), slog.LevelWarn, "grpcretry: rejected the service config from the name resolver; the last good config stays in force",
+			slog.String("target", s.key), slog.String("error", err.Error()))
+	}, func(p *gopanic.Panic) { s.panicked.CompareAndSwap(nil, p) })
+}
+
+// raise raises, on the goroutine of a call on a conn of s, a panic of the
+// logger's while it logged a config of s's resolver, once.
+func (s *resolved) raise() {
+	if p := s.panicked.Load(); p != nil && s.panicked.CompareAndSwap(p, nil) {
+		p.Raise()
+	}
 }
 
 // configBuilder wraps the resolver.Builder of one scheme.

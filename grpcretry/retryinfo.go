@@ -12,11 +12,7 @@ import (
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-// DefaultRetryInfoCap is the longest google.rpc.RetryInfo retry_delay a
-// call waits out unless [WithRetryInfoCap] says otherwise.
-const DefaultRetryInfoCap = a6.DefaultRetryInfoCap
-
-// WithRetryInfoCap sets the longest retry_delay of a google.rpc.RetryInfo
+// WithRetryDelayCap sets the longest retry_delay of a google.rpc.RetryInfo
 // in a failed attempt's status details that a call waits out.
 //
 // A server that sends RetryInfo asks the client to wait at least
@@ -29,9 +25,9 @@ const DefaultRetryInfoCap = a6.DefaultRetryInfoCap
 // should not send the server another attempt to refuse. A
 // grpc-retry-pushback-ms trailer, delay or "stop", wins over RetryInfo; a
 // RetryInfo without a valid, non-negative delay is ignored. d must be >
-// 0; the default is [DefaultRetryInfoCap].
-func WithRetryInfoCap(d time.Duration) Option {
-	return optionFunc(func(o *options) { o.SetRetryInfoCap(d) })
+// 0; the default is [rebound.DefaultRetryDelayCap].
+func WithRetryDelayCap(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.SetRetryDelayCap(d) })
 }
 
 // WithRetryInfoRequired makes the listed codes retryable (or non-fatal,
@@ -41,10 +37,10 @@ func WithRetryInfoCap(d time.Duration) Option {
 // retried only when the server says when capacity will be back. It applies
 // to calls under a retry or hedging policy. Each code must be a failure's
 // (not OK, at most Unauthenticated).
-func WithRetryInfoRequired(cs ...codes.Code) Option {
+func WithRetryInfoRequired(codes ...codes.Code) Option {
 	return optionFunc(func(o *options) {
-		sc := make([]serviceconfig.Code, len(cs))
-		for i, c := range cs {
+		sc := make([]serviceconfig.Code, len(codes))
+		for i, c := range codes {
 			sc[i] = serviceconfig.Code(c)
 		}
 		o.SetRetryInfoRequired(sc)

@@ -60,9 +60,9 @@ func TestRetryInfo(t *testing.T) {
 		{name: "honoured", delay: durationpb.New(3 * time.Second), attempts: 2, sleeps: []time.Duration{3 * time.Second}},
 		{name: "minimum, not exact", delay: durationpb.New(10 * time.Millisecond), attempts: 2, sleeps: []time.Duration{50 * time.Millisecond}},
 		{name: "beyond the default cap", delay: durationpb.New(61 * time.Second), attempts: 1, reason: rebound.ErrRetryDelayTooLong},
-		{name: "within a raised cap", delay: durationpb.New(2 * time.Minute), opts: []grpcretry.Option{grpcretry.WithRetryInfoCap(5 * time.Minute)},
+		{name: "within a raised cap", delay: durationpb.New(2 * time.Minute), opts: []grpcretry.Option{grpcretry.WithRetryDelayCap(5 * time.Minute)},
 			attempts: 2, sleeps: []time.Duration{2 * time.Minute}},
-		{name: "beyond a lowered cap", delay: durationpb.New(2 * time.Second), opts: []grpcretry.Option{grpcretry.WithRetryInfoCap(time.Second)},
+		{name: "beyond a lowered cap", delay: durationpb.New(2 * time.Second), opts: []grpcretry.Option{grpcretry.WithRetryDelayCap(time.Second)},
 			attempts: 1, reason: rebound.ErrRetryDelayTooLong},
 		{name: "pushback wins", delay: durationpb.New(3 * time.Second), pushback: "200", attempts: 2, sleeps: []time.Duration{200 * time.Millisecond}},
 		{name: "pushback stop wins", delay: durationpb.New(3 * time.Second), pushback: "-1", attempts: 1, reason: rebound.ErrPushback},
@@ -156,7 +156,7 @@ func TestRetryInfoDelaysHedge(t *testing.T) {
 
 func TestRetryInfoOptionsRejected(t *testing.T) {
 	for _, o := range []grpcretry.Option{
-		grpcretry.WithRetryInfoCap(0),
+		grpcretry.WithRetryDelayCap(0),
 		grpcretry.WithRetryInfoRequired(codes.OK),
 		grpcretry.WithRetryInfoRequired(codes.Code(17)),
 	} {

@@ -15,6 +15,8 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/internal/distinct"
+	"github.com/rebound-go/rebound/internal/gopanic"
+	"github.com/rebound-go/rebound/internal/msglog"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
@@ -33,7 +35,7 @@ import (
 //   - an attempt receives response headers or a message (which is also
 //     when the application can first read headers); a Trailers-Only
 //     response, the usual form of an early error, does not commit;
-//   - keeping a message would take the call past the per-RPC buffer limit
+//   - keeping a message would take the call past the per-call buffer limit
 //     or the client past its total limit ([WithBufferLimits]); that
 //     message is sent but never kept;
 //   - the application sends a message that is not a proto message, or does
@@ -257,6 +259,9 @@ type clientStream struct {
 	// response headers (sawHeaders) as they arrive.
 	tagged, sawHeaders atomic.Bool
 	reported           sync.Once
+	// panicked is the panic that ended the call on one of its goroutines,
+	// for the application's goroutine to raise (see recovered).
+	panicked atomic.Pointer[gopanic.Panic]
 
 	mu   sync.Mutex
 	cond sync.Cond // broadcast on every change of the state
@@ -269,7 +274,7 @@ type clientStream struct {
 
 // state is the part of a clientStream that its mu guards.
 type state struct {
-	buf       buffer
+	buf       msglog.Buffer
 	closed    bool // the application called CloseSend
 	sentLast  bool // the application may send no more messages
 	committed bool // no further attempts
@@ -302,7 +307,7 @@ type state struct {
 // first attempt is open, or the error if no attempt could be opened.
 func (s *clientStream) start() (grpc.ClientStream, error) {
 	if s.parent.Done() != nil {
-		s.stopAbort = context.AfterFunc(s.parent, s.abort)
+		s.stopAbort = context.AfterFunc(s.parent, s.aborted)
 	} else {
 		s.stopAbort = never // the caller's context never ends
 	}
@@ -355,19 +360,19 @@ func (s *clientStream) SendMsg(m any) error {
 }
 
 func (s *clientStream) send(m any) error {
-	var e entry
+	var e msglog.Entry
 	keep := false
 	if !s.isCommitted.Load() {
-		e, keep = encode(m, s.c.opts.bufferPerRPC)
+		e, keep = msglog.Encode(m, s.c.buffers.PerCall)
 	}
 	s.mu.Lock()
-	if keep && !s.done && !s.sentLast && !s.committed && s.buf.bytes+e.cost() <= s.c.opts.bufferPerRPC && s.reserve(e.cost()) {
+	if keep && !s.done && !s.sentLast && !s.committed && s.c.buffers.Reserve(s.buf.Bytes(), e.Cost()) {
 		if !s.desc.ClientStreams {
 			s.sentLast = true
 		}
 		return s.sendKept(m, e)
 	}
-	e.free()
+	e.Free()
 	if s.done {
 		s.mu.Unlock()
 		return io.EOF
@@ -393,31 +398,33 @@ func (s *clientStream) send(m any) error {
 	}
 	// A6: the message that would overflow the buffer commits the call and
 	// is never kept.
-	if !s.committed && !s.commitOverflowLocked() {
+	var ended bool
+	s.unlockOnPanic(func() {
+		if ended = !s.committed && !s.commitOverflowLocked(); !ended {
+			s.span.Committed(s.winner.n, whyOverflow)
+		}
+	})
+	if ended {
 		s.mu.Unlock()
 		return io.EOF
 	}
-	s.span.Committed(s.winner.n, whyOverflow)
 	return s.sendCommitted(m)
 }
-
-// reserve takes n bytes of the client's total buffer, if they are free.
-func (s *clientStream) reserve(n int) bool { return s.c.reserve(n) }
 
 // release gives back n bytes of the client's total buffer.
 func (s *clientStream) release(n int) { s.c.release(n) }
 
 // sendKept keeps m as e and sends it to the attempts in flight. Called
 // with mu held; it unlocks.
-func (s *clientStream) sendKept(m any, e entry) error {
-	at := s.buf.end()
+func (s *clientStream) sendKept(m any, e msglog.Entry) error {
+	at := s.buf.End()
 	if at > 0 && !s.watched {
 		// The call keeps more than one message: a control goroutine
 		// watches for the headers that free them, and retries a failed
 		// attempt without waiting for the application to notice.
 		s.watchLocked()
 	}
-	s.buf.push(e)
+	s.buf.Push(e)
 	var mine *attempt
 	for _, a := range s.live {
 		if a.pumping || a.broken {
@@ -528,14 +535,7 @@ func (s *clientStream) RecvMsg(m any) error {
 		if a == nil {
 			return s.terminal()
 		}
-		a.recvMu.Lock()
-		err := a.end
-		if err == nil {
-			if err = a.cs.RecvMsg(m); err != nil {
-				a.end = err
-			}
-		}
-		a.recvMu.Unlock()
+		err := a.recv(m)
 		if err == nil {
 			if !s.received(a) {
 				// A hedge that lost while the application read it, or
@@ -582,17 +582,18 @@ func (s *clientStream) received(a *attempt) bool {
 	// for the retry's, as gotHeaders drops headers that came at that
 	// instant.
 	inTime := a.timer.Stop()
-	s.mu.Lock()
-	if !s.done && (s.committed || inTime && !a.broken) {
-		if !s.committed {
-			// The message came after its headers, which commit the call:
-			// whichever of them the call heard of first.
-			s.span.Committed(a.n, whyHeaders)
+	var mine bool
+	s.locked(func() {
+		if !s.done && (s.committed || inTime && !a.broken) {
+			if !s.committed {
+				// The message came after its headers, which commit the
+				// call: whichever of them the call heard of first.
+				s.span.Committed(a.n, whyHeaders)
+			}
+			s.commitLocked(a)
 		}
-		s.commitLocked(a)
-	}
-	mine := s.winner == a
-	s.mu.Unlock()
+		mine = s.winner == a
+	})
 	if mine {
 		s.rd = a
 	}
@@ -633,6 +634,7 @@ func (s *clientStream) Header() (metadata.MD, error) {
 			return a.md.Copy(), nil
 		}
 		if s.done {
+			s.raise()
 			return nil, nil
 		}
 		if a != nil && !a.watched && !a.judging {
@@ -649,6 +651,7 @@ func (s *clientStream) Header() (metadata.MD, error) {
 // Trailer returns the trailer of the attempt the call ended with. Like
 // grpc-go's, it is only meaningful once RecvMsg has returned an error.
 func (s *clientStream) Trailer() metadata.MD {
+	s.raise()
 	s.mu.Lock()
 	a := s.last
 	if !s.done {
@@ -700,6 +703,7 @@ func (s *clientStream) single() bool {
 // caller's call options have been filled in.
 func (s *clientStream) terminal() error {
 	s.report()
+	s.raise()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.final

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/gopanic"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/internal/perattempt"
 	"github.com/rebound-go/rebound/internal/ratelimit"
@@ -63,6 +64,18 @@ func (a *attempt) status() error {
 		} else {
 			a.end = status.Error(codes.Internal, "grpcretry: a message arrived without response headers")
 		}
+	}
+	return a.end
+}
+
+// recv receives m on a's stream, unless it has ended, and returns the
+// error that ended it. recvMu is released however RecvMsg ends: the
+// application's codec or interceptors may panic.
+func (a *attempt) recv(m any) error {
+	a.recvMu.Lock()
+	defer a.recvMu.Unlock()
+	if a.end == nil {
+		a.end = a.cs.RecvMsg(m)
 	}
 	return a.end
 }
@@ -152,7 +165,7 @@ func (s *clientStream) open(n int) *attempt {
 	a.watched = s.watched
 	s.live = append(s.live, a)
 	s.opened = true
-	if s.buf.end() > 0 || s.closed {
+	if s.buf.End() > 0 || s.closed {
 		a.pumping = true
 		go s.pump(a)
 	}
@@ -161,7 +174,12 @@ func (s *clientStream) open(n int) *attempt {
 }
 
 // pump sends a what it lacks, on a goroutine of its own.
-func (s *clientStream) pump(a *attempt) { _ = s.drain(a, nil, -1) }
+func (s *clientStream) pump(a *attempt) {
+	returned := false
+	defer s.recovered(&returned)
+	_ = s.drain(a, nil, -1)
+	returned = true
+}
 
 // drain sends a the kept messages it has not been sent, then CloseSend if
 // the application has closed. own is the application's message number
@@ -172,17 +190,17 @@ func (s *clientStream) drain(a *attempt, own any, ownAt int) error {
 	var err error
 	s.mu.Lock()
 	for err == nil {
-		if s.done || a.lost || a.broken || a.next < s.buf.base {
+		if s.done || a.lost || a.broken || a.next < s.buf.Base() {
 			// The call or the attempt is over (what an attempt lacks is
 			// freed only once another has won).
 			err = io.EOF
 			break
 		}
-		if i := a.next; i < s.buf.end() {
+		if i := a.next; i < s.buf.End() {
 			m := own
 			if i != ownAt {
 				// Under mu: a freed encoding goes back to its pool.
-				m, err = s.buf.at(i).message()
+				m, err = s.buf.At(i).Message()
 			}
 			s.mu.Unlock()
 			if err == nil {
@@ -193,7 +211,7 @@ func (s *clientStream) drain(a *attempt, own any, ownAt int) error {
 				a.next = i + 1
 				if s.winner == a {
 					// Committed: what a has sent is needed no more.
-					s.release(s.buf.freeBefore(a.next))
+					s.release(s.buf.FreeBefore(a.next))
 				}
 			}
 			continue
@@ -254,7 +272,7 @@ func (s *clientStream) commitLocked(w *attempt) {
 	s.isCommitted.Store(true)
 	s.stopHedgeLocked()
 	s.winner = w
-	s.release(s.buf.freeBefore(w.next))
+	s.release(s.buf.FreeBefore(w.next))
 	for _, a := range s.live {
 		if a != w {
 			a.lost = true
@@ -389,9 +407,7 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 		return false
 	}
 	if s.cb != nil {
-		s.mu.Lock()
-		s.endRetriesLocked(s.retries) // a was the retry in flight, if any
-		s.mu.Unlock()
+		s.locked(func() { s.endRetriesLocked(s.retries) }) // a was the retry in flight, if any
 	}
 	if tok == nil {
 		// The first attempt failed: its token, which a built-in strategy
@@ -423,6 +439,29 @@ func (s *clientStream) judge(a *attempt, err error, headers bool) bool {
 	a.judged = true
 	s.cond.Broadcast()
 	return true
+}
+
+// locked runs f with mu held. mu is released however f ends: a callback
+// of the application's that f calls (a span's, the budget's) may panic,
+// and the call's goroutines must still get mu to end (see recovered).
+func (s *clientStream) locked(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f()
+}
+
+// unlockOnPanic calls f with mu held by the caller, which releases it
+// itself should f return; should f panic, it releases mu (see locked). The
+// caller must not hold a deferred unlock of mu.
+func (s *clientStream) unlockOnPanic(f func()) {
+	returned := false
+	defer func() {
+		if !returned {
+			s.mu.Unlock()
+		}
+	}()
+	f()
+	returned = true
 }
 
 // endRetriesLocked tells the call budget that n of the retries or hedges
@@ -472,6 +511,47 @@ func (s *clientStream) succeeded(a *attempt) {
 	s.finish(a, io.EOF, nil)
 }
 
+// recovered is deferred first thing on every goroutine the call starts,
+// with a flag the goroutine sets once its work has returned. A panic
+// there, from a callback of the application's (a classifier, a budget, a
+// logger, a tracer, a clock, the next interceptor or codec), or its
+// runtime.Goexit, would end the process out of the application's reach:
+// it ends the call instead, and the application's goroutine raises it
+// (see package gopanic, and raise).
+func (s *clientStream) recovered(returned *bool) {
+	if p := gopanic.Recovered(recover(), *returned); p != nil {
+		s.crashed(p)
+	}
+}
+
+// crashed ends the call after p, a panic on one of its goroutines: the
+// attempts are cancelled, and the application's calls raise p. A panic
+// again while the call ends is dropped: p is the one raised.
+func (s *clientStream) crashed(p *gopanic.Panic) {
+	s.panicked.CompareAndSwap(nil, p)
+	gopanic.Run(func() { s.finish(nil, errPanicked, errPanicked) }, func(*gopanic.Panic) {})
+}
+
+// errPanicked is the status of a call whose goroutine panicked, for the
+// caller's call options; the application's goroutine raises the panic.
+var errPanicked = status.Error(codes.Internal, "grpcretry: a callback panicked on a goroutine of the call")
+
+// raise raises, on the application's goroutine, the panic of one of the
+// call's goroutines, if there was one.
+func (s *clientStream) raise() {
+	if p := s.panicked.Load(); p != nil {
+		p.Raise()
+	}
+}
+
+// aborted is abort on the goroutine of the caller's context's end.
+func (s *clientStream) aborted() {
+	returned := false
+	defer s.recovered(&returned)
+	s.abort()
+	returned = true
+}
+
 // abort ends the call when the caller's context ends, with the context's
 // status, as in grpc-go: also between attempts, when the last attempt's
 // status is known but the call would have gone on.
@@ -484,10 +564,24 @@ func (s *clientStream) abort() {
 // ends, everything kept is freed, and the caller's call options are filled
 // in.
 func (s *clientStream) finish(a *attempt, err, reason error) {
-	s.mu.Lock()
-	if s.done {
-		s.mu.Unlock()
+	if !s.end(a, err, reason) {
 		return
+	}
+	s.stopAbort()
+	s.cancelAttempts()
+	s.cancelCall()
+	s.report()
+	s.record(err, reason)
+}
+
+// end marks the call ended, for finish, unless it has ended already, and
+// reports whether it did. It holds mu, which a panic of a callback of the
+// application's under it (a span's, the budget's) releases.
+func (s *clientStream) end(a *attempt, err, reason error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return false
 	}
 	s.done = true
 	s.stopHedgeLocked()
@@ -518,18 +612,15 @@ func (s *clientStream) finish(a *attempt, err, reason error) {
 	} else {
 		s.final = newCallError(err, s.attempts, reason)
 	}
-	s.release(s.buf.freeBefore(s.buf.end()))
+	s.release(s.buf.FreeBefore(s.buf.End()))
+	// Woken first: a panic in the budget below must not leave a
+	// goroutine waiting.
+	s.cond.Broadcast()
 	if s.cb != nil {
 		s.endRetriesLocked(s.retries)
 		s.cb.EndCall()
 	}
-	s.cond.Broadcast()
-	s.mu.Unlock()
-	s.stopAbort()
-	s.cancelAttempts()
-	s.cancelCall()
-	s.report()
-	s.record(err, reason)
+	return true
 }
 
 // record ends the call's statistics and logs why retrying stopped. A
@@ -596,6 +687,14 @@ func (s *clientStream) report() {
 // been judged: it waits for each attempt's response headers (which commit
 // the call and end the loop) or its end, and retries per the policy.
 func (s *clientStream) retryLoop(a *attempt) {
+	returned := false
+	defer s.recovered(&returned)
+	s.retryFrom(a)
+	returned = true
+}
+
+// retryFrom is the work of retryLoop.
+func (s *clientStream) retryFrom(a *attempt) {
 	for a == nil || s.watch(a) {
 		if !s.backoff() {
 			return

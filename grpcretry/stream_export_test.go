@@ -1,17 +1,19 @@
 package grpcretry
 
+import "github.com/rebound-go/rebound/internal/msglog"
+
 // BufferedBytes returns what c's streams keep for replay, counted against
 // the total buffer limit: the test hook for memory bounds.
-func BufferedBytes(c *Client) int64 { return c.buffered.Load() }
+func BufferedBytes(c *Client) int64 { return c.buffers.Used() }
 
 // Cost returns what keeping m costs against the buffer limits, or -1 if m
 // cannot be kept.
 func Cost(m any) int {
-	e, ok := encode(m, 1<<62)
+	e, ok := msglog.Encode(m, 1<<62)
 	if !ok {
 		return -1
 	}
-	return e.cost()
+	return e.Cost()
 }
 
 // Targets returns how many ClientConns c keeps retry state for.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound"
@@ -86,7 +87,7 @@ func (s *clientStream) startHedged() {
 		// headers, which must stop the hedge: a goroutine waits for
 		// them.
 		a.watched = true
-		go s.hedgeWatch(a)
+		go s.watchHedge(a)
 	}
 	switch {
 	case s.done || s.committed:
@@ -100,7 +101,7 @@ func (s *clientStream) startHedged() {
 	case s.hedger.delay <= 0:
 		s.startHedgingLocked(hedgeNow)
 	case s.clock == rebound.RealClock():
-		s.hedgeTimer = time.AfterFunc(s.hedger.delay, s.hedgeDue)
+		s.hedgeTimer = time.AfterFunc(s.hedger.delay, s.dueHedge)
 	default:
 		// Another clock (a fake one, in tests) has no AfterFunc: a
 		// goroutine waits on its timer.
@@ -108,14 +109,25 @@ func (s *clientStream) startHedged() {
 		quit := make(chan struct{})
 		s.hedgeQuit = quit
 		go func() {
+			returned := false
+			defer s.recovered(&returned)
 			select {
 			case <-t.C():
 				s.hedgeDue()
 			case <-quit:
 				t.Stop()
 			}
+			returned = true
 		}()
 	}
+}
+
+// dueHedge is hedgeDue on the goroutine of the delay's timer.
+func (s *clientStream) dueHedge() {
+	returned := false
+	defer s.recovered(&returned)
+	s.hedgeDue()
+	returned = true
 }
 
 // hedgeDue starts the machinery of hedges once the hedging delay has
@@ -140,7 +152,7 @@ func (s *clientStream) hedgeLaterLocked(first hedgeStart) {
 	for _, a := range s.live {
 		if !a.watched && !a.judging {
 			a.watched = true
-			go s.hedgeWatch(a)
+			go s.watchHedge(a)
 		}
 	}
 }
@@ -169,7 +181,7 @@ func (s *clientStream) startHedgingLocked(first hedgeStart) {
 	for _, a := range s.live {
 		if !a.watched && !a.judging {
 			a.watched = true
-			go s.hedgeWatch(a)
+			go s.watchHedge(a)
 		}
 	}
 	go s.hedgeLoop(first, s.events, s.commitCh, s.ended)
@@ -185,6 +197,14 @@ func (s *clientStream) startHedgingLocked(first hedgeStart) {
 // ends. The first attempt is already in flight when it starts; first says
 // what it does first.
 func (s *clientStream) hedgeLoop(first hedgeStart, events <-chan attemptEnd, commitCh, ended <-chan struct{}) {
+	returned := false
+	defer s.recovered(&returned)
+	s.hedges(first, events, commitCh, ended)
+	returned = true
+}
+
+// hedges is the work of hedgeLoop.
+func (s *clientStream) hedges(first hedgeStart, events <-chan attemptEnd, commitCh, ended <-chan struct{}) {
 	h := s.hedger
 	maxAttempts, budget := h.maxAttempts, h.budget
 	var (
@@ -236,9 +256,7 @@ func (s *clientStream) hedgeLoop(first hedgeStart, events <-chan attemptEnd, com
 		if launch() {
 			arm(h.delay)
 		} else if s.cb != nil {
-			s.mu.Lock()
-			s.endRetriesLocked(1) // the call ended first: the hedge is not sent
-			s.mu.Unlock()
+			s.locked(func() { s.endRetriesLocked(1) }) // the call ended first: the hedge is not sent
 		}
 	}
 	arm = func(d time.Duration) {
@@ -277,20 +295,26 @@ func (s *clientStream) hedgeLoop(first hedgeStart, events <-chan attemptEnd, com
 		case e := <-events:
 			running--
 			a, err := e.a, e.err
-			s.mu.Lock()
-			if s.done || s.committed {
-				s.mu.Unlock()
+			var (
+				over bool
+				md   metadata.MD
+			)
+			s.locked(func() {
+				if over = s.done || s.committed; over {
+					return
+				}
+				a.judged = true
+				s.last = a
+				md = a.md // gotHeaders writes it under mu
+				s.cond.Broadcast()
+				if s.cb != nil && a.n > 1 {
+					s.endRetriesLocked(1) // a paid hedge has failed
+				}
+			})
+			if over {
 				a.verdict.Release()
 				return
 			}
-			a.judged = true
-			s.last = a
-			if s.cb != nil && a.n > 1 {
-				s.endRetriesLocked(1) // a paid hedge has failed
-			}
-			md := a.md // gotHeaders writes it under mu
-			s.cond.Broadcast()
-			s.mu.Unlock()
 			last, lastErr = a, err
 			if s.parent.Err() != nil {
 				a.verdict.Release()
@@ -348,15 +372,22 @@ func (s *clientStream) hedgeLoop(first hedgeStart, events <-chan attemptEnd, com
 
 // hedgeAttempt opens hedged attempt n and watches it.
 func (s *clientStream) hedgeAttempt(n int) {
-	a := s.open(n)
-	if a == nil {
-		return
-	}
-	if a.cs == nil {
+	returned := false
+	defer s.recovered(&returned)
+	if a := s.open(n); a != nil && a.cs == nil {
 		s.events <- attemptEnd{a, a.err}
-		return
+	} else if a != nil {
+		s.hedgeWatch(a)
 	}
+	returned = true
+}
+
+// watchHedge is hedgeWatch on a goroutine of its own.
+func (s *clientStream) watchHedge(a *attempt) {
+	returned := false
+	defer s.recovered(&returned)
 	s.hedgeWatch(a)
+	returned = true
 }
 
 // hedgeWatch waits for the headers or the end of a hedged attempt:
@@ -369,38 +400,50 @@ func (s *clientStream) hedgeWatch(a *attempt) {
 		return
 	}
 	err := a.status()
-	s.mu.Lock()
+	// What a's end means is decided under mu, then acted on without it.
+	const (
+		lost = iota
+		ends
+		won
+		failed
+	)
+	var (
+		next   int
+		events chan attemptEnd
+	)
+	s.locked(func() {
+		switch {
+		case s.done || s.committed && s.winner != a:
+			// Lost: cancelled, or ended after another attempt won.
+			next = lost
+		case s.committed:
+			// A buffer overflow chose a: its end is the call's.
+			next = ends
+		case err == io.EOF:
+			s.span.Committed(a.n, whyOK)
+			s.commitLocked(a)
+			next = won
+		case a.judging:
+			// Its end has been told already: the application's calls
+			// and a goroutine of the machinery both watched it.
+			next = lost
+		default:
+			// Out of the running before hedgeLoop hears of it, so that
+			// an overflow cannot commit the call to it meanwhile.
+			s.live = slices.DeleteFunc(s.live, func(o *attempt) bool { return o == a })
+			a.judging, a.broken = true, true
+			if !s.watched {
+				s.startHedgingLocked(hedgeWait)
+			}
+			events, next = s.events, failed
+		}
+	})
 	switch {
-	case s.done || s.committed && s.winner != a:
-		// Lost: cancelled, or ended after another attempt won.
-		s.mu.Unlock()
-	case s.committed:
-		// A buffer overflow chose a: its end is the call's.
-		s.mu.Unlock()
-		if err == io.EOF {
-			s.succeeded(a)
-		} else {
-			s.judge(a, err, false)
-		}
-	case err == io.EOF:
-		s.span.Committed(a.n, whyOK)
-		s.commitLocked(a)
-		s.mu.Unlock()
+	case next == won || next == ends && err == io.EOF:
 		s.succeeded(a)
-	case a.judging:
-		// Its end has been told already: the application's calls and
-		// a goroutine of the machinery both watched it.
-		s.mu.Unlock()
-	default:
-		// Out of the running before hedgeLoop hears of it, so that an
-		// overflow cannot commit the call to it meanwhile.
-		s.live = slices.DeleteFunc(s.live, func(o *attempt) bool { return o == a })
-		a.judging, a.broken = true, true
-		if !s.watched {
-			s.startHedgingLocked(hedgeWait)
-		}
-		events := s.events
-		s.mu.Unlock()
+	case next == ends:
+		s.judge(a, err, false)
+	case next == failed:
 		a.cancel() // its stream has ended: its context too
 		events <- attemptEnd{a, err}
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/grpcretry"
 	"github.com/rebound-go/rebound/internal/clocktest"
 	"github.com/rebound-go/rebound/internal/grpctest"
@@ -131,7 +132,7 @@ func TestStreamMemoryBounded(t *testing.T) {
 
 	bareEarly, bareLate, _ := stream(context.Background(), testpb.NewTestServiceClient(srv.Dial(t, grpc.WithDisableRetry())), nil)
 	read.Store(0)
-	c, rc := streamClient(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), clocktest.NewAuto(), grpcretry.WithBufferLimits(grpcretry.DefaultBufferTotal, perRPC))
+	c, rc := streamClient(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), clocktest.NewAuto(), grpcretry.WithBufferLimits(rebound.DefaultBufferTotal, perRPC))
 	early, late, kept := stream(metadata.AppendToOutgoingContext(context.Background(), "fail-first", "1"), c, rc)
 	if k := grpcretry.BufferedBytes(rc); k != 0 {
 		t.Fatalf("%d bytes kept after the call", k)

@@ -31,9 +31,9 @@ import (
 // trailer and peer in the caller's reply and call options, or with an
 // error carrying the status of the attempt that ended last, whose
 // header, trailer and peer the options receive. Each hedge carries
-// grpc-previous-rpc-attempts, and each attempt's context a distinct.Call,
-// from which the rebound_distinct balancer sends hedges, and retries
-// alike, to backends not used yet (see package grpcretry/distinct for the
+// grpc-previous-rpc-attempts, and each attempt's context the backends the
+// call has used so far, from which the rebound_distinct balancer sends
+// hedges, and retries alike, to backends not used yet (see package grpcretry/distinct for the
 // calls that start before the process has such a balancer). A reply that
 // is not a non-nil pointer cannot be given to several attempts: such a
 // call is made once. [WithAdaptiveHedging] makes the delay follow the
@@ -373,8 +373,7 @@ func (u *unaryCall) attempt(ctx context.Context) (struct{}, error) {
 	ctx, v := u.c.opts.awaitVerdict(ctx)
 	actx, cancel := perattempt.WithDeadline(ctx, u.timeout)
 	err := u.invoker(actx, u.method, u.req, u.reply, u.cc, u.opts...)
-	timedOut := err != nil && u.timeout > 0 && (perattempt.TimedOut(ctx, actx) ||
-		status.Code(err) == codes.DeadlineExceeded && perattempt.ServerTimedOut(ctx, actx, u.timeout))
+	timedOut := err != nil && perattempt.Cut(ctx, actx, u.timeout)
 	cancel()
 	return u.judge(err, timedOut, as, v)
 }

@@ -43,7 +43,7 @@ func ExampleWithPerAttemptTimeout() {
 	resp.Body.Close()
 	fmt.Println(resp.StatusCode, string(body), "after", requests.Load(), "attempts")
 
-	ctx := httpretry.NewOverrideContext(context.Background(), rebound.Override{MaxAttempts: 1})
+	ctx := httpretry.Override(context.Background(), rebound.Override{MaxAttempts: 1})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 	_, err = client.Do(req)
 	fmt.Println("per-attempt timeout:", errors.Is(err, rebound.ErrAttemptTimeout), "after", requests.Load()-2, "attempt")

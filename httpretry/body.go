@@ -7,6 +7,9 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/rebound-go/rebound/internal/gopanic"
+	"github.com/rebound-go/rebound/internal/replay"
 )
 
 // A response that will not be returned is drained a little before it is
@@ -41,14 +44,22 @@ func discard(ctx context.Context, resp *http.Response) {
 // ctx ends the wait, and closes it. A body still arriving then is closed in
 // the middle of a read, which net/http's response bodies allow: the read
 // returns and the connection is dropped.
+//
+// The body is read on a goroutine of its own. It may be the base
+// RoundTripper's, whose Read may panic: the panic is raised on the
+// caller's goroutine once the body is closed (see package gopanic).
 func drain(ctx context.Context, body io.ReadCloser, timeout time.Duration) {
 	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	var panicked *gopanic.Panic
+	go gopanic.Run(func() {
 		// One byte more than the limit, so that a body of exactly
 		// drainLimit bytes is read to EOF and its connection released.
 		_, _ = io.CopyN(io.Discard, body, drainLimit+1)
-	}()
+		close(done)
+	}, func(p *gopanic.Panic) {
+		panicked = p
+		close(done)
+	})
 	timer := time.NewTimer(timeout)
 	select {
 	case <-done:
@@ -58,6 +69,9 @@ func drain(ctx context.Context, body io.ReadCloser, timeout time.Duration) {
 	timer.Stop()
 	_ = body.Close()
 	<-done // the close ended a read in progress: nothing outlives the call
+	if panicked != nil {
+		panicked.Raise()
+	}
 }
 
 // outgoing is the request as the Transport sends it: first is the request of
@@ -71,28 +85,30 @@ type outgoing struct {
 func (o *outgoing) replayable() bool { return o.getBody != nil }
 
 // prepare works out how req's body can be sent more than once without
-// modifying req. A body without GetBody is buffered when it fits in
-// maxBuffered bytes; otherwise the request is sent once, with the part
-// already read put back in front of the rest.
-func prepare(req *http.Request, maxBuffered int64) (outgoing, error) {
+// modifying req. A body without GetBody is buffered when it fits in the
+// buffer limits of pool, whose room it then holds: held bytes, which the
+// caller releases once the request's attempts are over. Otherwise the
+// request is sent once, with the part already read put back in front of
+// the rest.
+func prepare(req *http.Request, pool *replay.Pool) (out outgoing, held int, err error) {
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
-		return outgoing{first: req, getBody: noBody}, nil
+		return outgoing{first: req, getBody: noBody}, 0, nil
 	case req.GetBody != nil:
-		return outgoing{first: req, getBody: req.GetBody}, nil
-	case req.ContentLength > maxBuffered:
-		return outgoing{first: req}, nil
+		return outgoing{first: req, getBody: req.GetBody}, 0, nil
+	case req.ContentLength > int64(pool.PerCall):
+		return outgoing{first: req}, 0, nil
 	}
-	prefix, err := io.ReadAll(io.LimitReader(req.Body, maxBuffered+1))
+	prefix, err := io.ReadAll(io.LimitReader(req.Body, int64(pool.PerCall)+1))
 	if err != nil {
 		_ = req.Body.Close()
-		return outgoing{}, fmt.Errorf("httpretry: reading request body: %w", err)
+		return outgoing{}, 0, fmt.Errorf("httpretry: reading request body: %w", err)
 	}
 	first := new(http.Request)
 	*first = *req
-	if int64(len(prefix)) > maxBuffered {
+	if !pool.Reserve(0, len(prefix)) {
 		first.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(prefix), req.Body), Closer: req.Body}
-		return outgoing{first: first}, nil
+		return outgoing{first: first}, 0, nil
 	}
 	_ = req.Body.Close()
 	getBody := noBody
@@ -106,7 +122,7 @@ func prepare(req *http.Request, maxBuffered int64) (outgoing, error) {
 		// sent chunked. A wrong length stays for the base to report.
 		first.ContentLength = int64(len(prefix))
 	}
-	return outgoing{first: first, getBody: getBody}, nil
+	return outgoing{first: first, getBody: getBody}, len(prefix), nil
 }
 
 func noBody() (io.ReadCloser, error) { return http.NoBody, nil }

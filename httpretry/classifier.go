@@ -33,7 +33,7 @@ type Failure struct {
 //     reached the server stays as it is;
 //   - f cannot undo a Retry-After (or rate-limit reset) hint, nor one
 //     beyond the cap;
-//   - f may mark a failure as throttling with a harder Backoff of its
+//   - f may mark a failure as the server's slow-down (SlowDown) with a harder Backoff of its
 //     own, as Local (a client-side limit: no budget is spent or refilled
 //     for it), or as a Class with its own attempt limit (ClassAttempts).
 //

@@ -67,7 +67,7 @@ func TestClassifierThrottleBackoff(t *testing.T) {
 	srv := newServer(t, script(429, 429, 200))
 	hard := rebound.Backoff{Initial: 4 * time.Second, Max: time.Minute, Multiplier: 3}
 	client, clk := newClient(t, httpretry.WithClassifier(func(f httpretry.Failure, v rebound.RetryInfo) rebound.RetryInfo {
-		if v.Throttle {
+		if v.SlowDown {
 			v.Backoff = hard
 		}
 		return v
@@ -93,7 +93,7 @@ func TestClassifierLocal(t *testing.T) {
 			}
 		})
 		b, _ := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 10, RetryCost: 5, TimeoutCost: 10})
-		client, _ := newClient(t, httpretry.WithBudget(func(string) rebound.Budget { return b }),
+		client, _ := newClient(t, httpretry.WithBudgetPerHost(func(string) rebound.Budget { return b }),
 			httpretry.WithClassifier(func(f httpretry.Failure, v rebound.RetryInfo) rebound.RetryInfo {
 				v.Local = local && f.Response != nil && f.Response.Header.Get("X-Breaker") == "open"
 				return v

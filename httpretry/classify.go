@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -85,7 +86,7 @@ func (t *Transport) checkResponse(resp *http.Response, idempotent bool, retryabl
 	}
 	info := rebound.RetryInfo{
 		Safety:   rebound.SafetyYes,
-		Throttle: code == http.StatusTooManyRequests,
+		SlowDown: code == http.StatusTooManyRequests,
 		Timeout:  code == http.StatusGatewayTimeout,
 	}
 	// A server hint beyond the cap, whichever header sent it, asks for a
@@ -95,16 +96,16 @@ func (t *Transport) checkResponse(resp *http.Response, idempotent bool, retryabl
 		if d, ok := ParseRetryAfter(v, t.cfg.clock.Now()); ok {
 			// A 503 that says when to come back is a throttle, as
 			// WithAdaptiveRateLimit counts it.
-			info.Throttle = info.Throttle || code == http.StatusServiceUnavailable
-			if d > t.cfg.retryAfterCap {
+			info.SlowDown = info.SlowDown || code == http.StatusServiceUnavailable
+			if d > t.cfg.retryDelayCap {
 				info.Stop = rebound.ErrRetryDelayTooLong
 				return &statusError{resp: resp, info: info, overCap: d, hint: "Retry-After"}
 			}
-			info.HasRetryAfter, info.RetryAfter = true, d
+			info.HasRetryAfter, info.RetryAfter = true, t.spread(d)
 		}
 	} else if t.cfg.rateLimitReset {
 		if d, name, ok := rateLimitReset(resp.Header, t.cfg.clock.Now()); ok {
-			if d > t.cfg.retryAfterCap {
+			if d > t.cfg.retryDelayCap {
 				info.Stop = rebound.ErrRetryDelayTooLong
 				return &statusError{resp: resp, info: info, overCap: d, hint: name}
 			}
@@ -112,6 +113,20 @@ func (t *Transport) checkResponse(resp *http.Response, idempotent bool, retryabl
 		}
 	}
 	return &statusError{resp: resp, info: info}
+}
+
+// spread returns how long to wait for a Retry-After of d: d, a minimum
+// (Smithy's retry strategies may wait longer), plus up to half a second,
+// or half of d when shorter, drawn from the Transport's random source.
+// Retry-After counts in whole seconds, so a server that refuses many
+// clients in the same second tells them all the same time; waiting
+// exactly that long would bring them back in one wave.
+func (t *Transport) spread(d time.Duration) time.Duration {
+	u := rand.Float64()
+	if t.cfg.random != nil {
+		u = t.cfg.random.Float64()
+	}
+	return d + time.Duration(u*float64(min(d/2, 500*time.Millisecond)))
 }
 
 // checkError marks a transport error with whether it may be retried. A

@@ -12,7 +12,7 @@
 // idempotent methods and the Idempotency-Key header ([Idempotent]).
 // [WithPerAttemptTimeout] cuts and retries an attempt whose response
 // headers have not arrived in time (a request that may have reached the
-// server only when it is idempotent), and [NewOverrideContext] narrows the
+// server only when it is idempotent), and [Override] narrows the
 // policy of one request.
 //
 // [CountAttempts] reports how many attempts a request made, hedges
@@ -32,21 +32,21 @@
 // returns. [WithTracerProvider] traces each request with a span per
 // attempt, named and attributed by the OpenTelemetry HTTP conventions.
 //
-// [WithMeterProvider] records gRFC A96's retry instruments under names in
-// the style of the OpenTelemetry HTTP semantic conventions, so that they
-// sit beside http.client.request.duration in a dashboard:
+// [WithMeterProvider] records rebound's own instruments: neither gRFC A96
+// nor the OpenTelemetry HTTP semantic conventions define any for HTTP
+// retries, so they are in rebound's namespace, not http.*:
 //
-//	http.client.request.retries                  histogram {retry}  retries of a request that had any
-//	http.client.request.hedges                   histogram {hedge}  hedges of a request that had any
-//	http.client.request.retry_delay              histogram s        time with no attempt in flight
-//	http.client.request.retries_throttled        counter   {retry}  requests whose retry the budget refused
-//	http.client.request.retries_pushback_stopped counter   {retry}  requests a strategy stopped on pushback
-//	http.client.request.attempt_timeouts         counter   {attempt} attempts cut by WithPerAttemptTimeout
+//	rebound.client.call.retries                  histogram {retry}   retries of a request that had any
+//	rebound.client.call.hedges                   histogram {hedge}   hedges of a request that had any
+//	rebound.client.call.retry_delay              histogram s         time with no attempt in flight
+//	rebound.client.call.retries_throttled        counter   {retry}   requests whose retry the budget refused
+//	rebound.client.call.retries_pushback_stopped counter   {retry}   requests a strategy stopped on pushback
+//	rebound.client.call.attempt_timeouts         counter   {attempt} attempts cut by WithPerAttemptTimeout
 //
-// They are grpcretry's and connectretry's grpc.client.call.retries, .hedges,
-// .retry_delay, .retries_throttled, .retries_pushback_stopped and
-// .attempt_timeouts; HTTP has
-// no transparent retries. Their attributes are the conventions':
+// The first three are A96's grpc.client.call.retries, .hedges and
+// .retry_delay, which grpcretry and connectretry record, for HTTP; the last
+// three grpcretry and connectretry record under the same names. HTTP has
+// no transparent retries. Their attributes are the HTTP conventions':
 // http.request.method (a method the conventions do not know is "_OTHER"),
 // server.address and server.port (the request URL's host, and its port or
 // the scheme's default), and http.response.status_code of the response

@@ -15,14 +15,15 @@ import (
 
 // A POST with an idempotency key is retried, and hedged, like a GET: the
 // server keeps the outcome of each key and answers a repeat with it. Each
-// attempt also says its number.
+// retry also says how many attempts came before it; the first says
+// nothing.
 func ExampleWithIdempotencyKey() {
 	var mu sync.Mutex
 	var seen []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
-		seen = append(seen, r.Header.Get("Rebound-Attempt")+":"+r.Header.Get("Idempotency-Key"))
+		seen = append(seen, r.Header.Get("Rebound-Previous-Attempts")+":"+r.Header.Get("Idempotency-Key"))
 		if len(seen) == 1 {
 			http.Error(w, "try again", http.StatusServiceUnavailable)
 		}
@@ -31,7 +32,7 @@ func ExampleWithIdempotencyKey() {
 
 	client := &http.Client{Transport: httpretry.NewTransport(nil,
 		httpretry.WithIdempotencyKey("Idempotency-Key", func() string { return "order-42" }), // nil: a random UUID
-		httpretry.WithAttemptHeader("Rebound-Attempt"),
+		httpretry.WithPreviousAttemptsHeader("Rebound-Previous-Attempts"),
 		httpretry.WithBackoff(rebound.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2}),
 	)}
 	defer client.CloseIdleConnections()
@@ -41,7 +42,7 @@ func ExampleWithIdempotencyKey() {
 	}
 	resp.Body.Close()
 	fmt.Println(resp.StatusCode, seen)
-	// Output: 200 [1:order-42 2:order-42]
+	// Output: 200 [:order-42 1:order-42]
 }
 
 // An API gateway that says when its rate limit resets: the retry waits

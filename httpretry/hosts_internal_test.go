@@ -25,7 +25,7 @@ func (ok) RoundTrip(req *http.Request) (*http.Response, error) {
 // package bounded's to test.)
 func TestHostsBounded(t *testing.T) {
 	var made []string
-	tr := NewTransport(ok{}, WithBudget(func(host string) rebound.Budget {
+	tr := NewTransport(ok{}, WithBudgetPerHost(func(host string) rebound.Budget {
 		made = append(made, host)
 		return nil
 	}))

@@ -5,53 +5,71 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+
+	"github.com/rebound-go/rebound/internal/previous"
 )
 
 // requestHeaders are the headers the Transport adds to the attempts of a
-// request: WithIdempotencyKey's and WithAttemptHeader's.
+// request: WithIdempotencyKey's and WithPreviousAttemptsHeader's.
 type requestHeaders struct {
 	key      string        // the idempotency key's header; "" for none
 	generate func() string // makes a key
-	attempt  string        // the attempt number's header; "" for none
+	previous string        // the previous attempts' header; "" for none
 }
 
 // WithIdempotencyKey gives every request that is not idempotent (see
-// [WithIdempotent]) a key in header, and so makes it retryable: a POST to
+// [WithIdempotent]) a key in the header name, and so makes it retryable: a POST to
 // a payment API, say, whose server keeps the outcome of each key and
 // answers a repeated request with it instead of acting twice. The key is
 // made once per request by generate, before the first attempt, and the
 // same key goes with every attempt and every hedge of it. A request that
-// already carries header keeps its own key, and is retryable too.
+// already carries that header keeps its own key, and is retryable too.
 //
-// header must be a valid header name, such as "Idempotency-Key" (the
+// name must be a valid header name, such as "Idempotency-Key" (the
 // IETF draft's, and Stripe's). generate must be safe for concurrent use
 // and return a key unique to the request, a valid header value that is
 // not empty; nil means a random UUID (version 4). A request whose key
 // generate gets wrong fails with an error naming this option, unsent.
-func WithIdempotencyKey(header string, generate func() string) Option {
+func WithIdempotencyKey(name string, generate func() string) Option {
 	return optionFunc(func(c *config) {
-		if !validHeaderName(header) {
-			c.fail("WithIdempotencyKey", "header %q is not a valid header name", header)
+		if !validHeaderName(name) {
+			c.fail("WithIdempotencyKey", "name %q is not a valid header name", name)
 			return
 		}
 		if generate == nil {
 			generate = uuid4
 		}
-		c.headers.key, c.headers.generate = http.CanonicalHeaderKey(header), generate
+		c.headers.key, c.headers.generate = http.CanonicalHeaderKey(name), generate
 	})
 }
 
-// WithAttemptHeader sends the number of each attempt, from 1, in header
-// name, hedges included, so that the server can tell a retry from a first
-// attempt (and log or shed it apart). name must be a valid header name.
-func WithAttemptHeader(name string) Option {
+// WithPreviousAttemptsHeader sends, in header name, how many attempts of
+// the request were sent before this one, as gRFC A6's
+// grpc-previous-rpc-attempts does for gRPC: on every retry and every
+// hedge, and not on the first attempt, which goes out as the caller made
+// it. A server reads it with [PreviousAttempts], as it reads A6's header
+// with grpcretry.PreviousAttempts and connectretry.PreviousAttempts, so
+// that it can tell a retry from a first attempt (and log or shed it
+// apart). name must be a valid header name, such as
+// "Rebound-Previous-Attempts".
+func WithPreviousAttemptsHeader(name string) Option {
 	return optionFunc(func(c *config) {
 		if !validHeaderName(name) {
-			c.fail("WithAttemptHeader", "name %q is not a valid header name", name)
+			c.fail("WithPreviousAttemptsHeader", "name %q is not a valid header name", name)
 			return
 		}
-		c.headers.attempt = http.CanonicalHeaderKey(name)
+		c.headers.previous = http.CanonicalHeaderKey(name)
 	})
+}
+
+// PreviousAttempts returns, in a handler, how many attempts of this
+// request came before this one, from header name that a Transport with
+// [WithPreviousAttemptsHeader] sets on retries and hedges: 0 on the first
+// attempt, or when the header is missing, repeated or not a non-negative
+// integer. Pass the request's header, like PreviousAttempts(r.Header,
+// "Rebound-Previous-Attempts").
+func PreviousAttempts(h http.Header, name string) int {
+	return previous.Parse(h.Values(name))
 }
 
 // keyed gives out's requests an idempotency key when they need one, and
@@ -79,11 +97,12 @@ func (h *requestHeaders) keyed(out *outgoing, idempotent bool) (bool, error) {
 	return true, nil
 }
 
-// numbered returns r with the attempt header set to n, or r itself
+// numbered returns r, attempt n of its request, with the previous
+// attempts' header set to n-1, or r itself for the first attempt and
 // without that option. The copy has a header of its own, as attempts that
 // overlap must not share one that differs.
 func (h *requestHeaders) numbered(r *http.Request, n int) *http.Request {
-	if h.attempt == "" {
+	if h.previous == "" || n <= 1 {
 		return r
 	}
 	c := new(http.Request)
@@ -92,7 +111,7 @@ func (h *requestHeaders) numbered(r *http.Request, n int) *http.Request {
 	if c.Header == nil {
 		c.Header = http.Header{}
 	}
-	c.Header[h.attempt] = []string{strconv.Itoa(n)}
+	c.Header[h.previous] = []string{strconv.Itoa(n - 1)}
 	return c
 }
 

@@ -28,7 +28,7 @@ func TestIdempotencyKey(t *testing.T) {
 	srv := newServer(t, script(503, 503, 200))
 	var made atomic.Int32
 	gen := func() string { return "key-" + strconv.Itoa(int(made.Add(1))) }
-	client, _ := newClient(t, httpretry.WithIdempotencyKey("Idempotency-Key", gen), httpretry.WithAttemptHeader("Rebound-Attempt"))
+	client, _ := newClient(t, httpretry.WithIdempotencyKey("Idempotency-Key", gen), httpretry.WithPreviousAttemptsHeader("Rebound-Previous-Attempts"))
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("charge 10"))
 	resp, err := client.Do(req)
 	if err != nil {
@@ -40,8 +40,8 @@ func TestIdempotencyKey(t *testing.T) {
 	if got := seenHeader(srv, "Idempotency-Key"); !slices.Equal(got, []string{"key-1", "key-1", "key-1"}) {
 		t.Errorf("keys %q, want key-1 on each of 3 attempts", got)
 	}
-	if got := seenHeader(srv, "Rebound-Attempt"); !slices.Equal(got, []string{"1", "2", "3"}) {
-		t.Errorf("attempt headers %q, want 1 2 3", got)
+	if got := seenHeader(srv, "Rebound-Previous-Attempts"); !slices.Equal(got, []string{"", "1", "2"}) {
+		t.Errorf("previous-attempts headers %q, want none on the first attempt, then 1 and 2", got)
 	}
 	for i := range 3 {
 		if string(srv.body(i)) != "charge 10" {
@@ -109,7 +109,7 @@ func TestIdempotencyKeyMakesPostRetryable(t *testing.T) {
 }
 
 // TestIdempotencyKeyHedges: a POST with a key is hedged, and every hedge
-// carries the same key and its own attempt number.
+// carries the same key and the number of attempts sent before it.
 func TestIdempotencyKeyHedges(t *testing.T) {
 	var mu sync.Mutex
 	arrived := 0
@@ -129,7 +129,7 @@ func TestIdempotencyKeyHedges(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	})
 	client, _ := newClient(t, httpretry.WithHedging(0, 3), httpretry.WithIdempotencyKey("Idempotency-Key", func() string { return "k1" }),
-		httpretry.WithAttemptHeader("Rebound-Attempt"))
+		httpretry.WithPreviousAttemptsHeader("Rebound-Previous-Attempts"))
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
 	resp, err := client.Do(req)
 	if err != nil {
@@ -139,10 +139,10 @@ func TestIdempotencyKeyHedges(t *testing.T) {
 	if got := seenHeader(srv, "Idempotency-Key"); !slices.Equal(got, []string{"k1", "k1", "k1"}) {
 		t.Errorf("keys %q, want k1 on each of 3 hedges", got)
 	}
-	got := seenHeader(srv, "Rebound-Attempt")
+	got := seenHeader(srv, "Rebound-Previous-Attempts")
 	slices.Sort(got)
-	if !slices.Equal(got, []string{"1", "2", "3"}) {
-		t.Errorf("attempt headers %q, want 1 2 3", got)
+	if !slices.Equal(got, []string{"", "1", "2"}) {
+		t.Errorf("previous-attempts headers %q, want none on the first attempt, 1 and 2 on the hedges", got)
 	}
 }
 
@@ -150,7 +150,7 @@ func TestIdempotencyKeyBadInput(t *testing.T) {
 	for _, o := range []httpretry.Option{
 		httpretry.WithIdempotencyKey("", nil),
 		httpretry.WithIdempotencyKey("Bad Name", nil),
-		httpretry.WithAttemptHeader("a:b"),
+		httpretry.WithPreviousAttemptsHeader("a:b"),
 	} {
 		if err := httpretry.NewTransport(nil, o).Err(); err == nil {
 			t.Error("option accepted")
@@ -167,4 +167,63 @@ func TestIdempotencyKeyBadInput(t *testing.T) {
 	if srv.attempts() != 0 {
 		t.Errorf("%d requests sent with a bad key", srv.attempts())
 	}
+}
+
+// TestPreviousAttemptsHeader: a handler reads with PreviousAttempts what
+// WithPreviousAttemptsHeader sent: 0 on the first attempt, which carries no
+// header, then the number of attempts before each retry, as
+// grpcretry.PreviousAttempts and connectretry.PreviousAttempts count.
+func TestPreviousAttemptsHeader(t *testing.T) {
+	var mu sync.Mutex
+	var seen []int
+	srv := newServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, httpretry.PreviousAttempts(r.Header, "rebound-previous-attempts"))
+		mu.Unlock()
+		if n < 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	client, _ := newClient(t, httpretry.WithPreviousAttemptsHeader("Rebound-Previous-Attempts"))
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if resp.StatusCode != 200 || !slices.Equal(seen, []int{0, 1, 2}) {
+		t.Fatalf("got %d; the handler read %v, want 0 1 2", resp.StatusCode, seen)
+	}
+	if got := seenHeader(srv, "Rebound-Previous-Attempts"); got[0] != "" {
+		t.Errorf("the first attempt carried %q, want no header", got[0])
+	}
+
+	for _, tc := range []struct {
+		values []string
+		want   int
+	}{
+		{nil, 0}, {[]string{"2"}, 2}, {[]string{"0"}, 0}, {[]string{"-1"}, 0}, {[]string{"x"}, 0}, {[]string{""}, 0}, {[]string{"1", "2"}, 0},
+	} {
+		h := http.Header{}
+		for _, v := range tc.values {
+			h.Add("X-Previous", v)
+		}
+		if got := httpretry.PreviousAttempts(h, "x-previous"); got != tc.want {
+			t.Errorf("PreviousAttempts(%q) = %d, want %d", tc.values, got, tc.want)
+		}
+	}
+}
+
+func FuzzPreviousAttempts(f *testing.F) {
+	for _, s := range []string{"0", "1", "4", "-1", "+2", "007", "99999999999999999999", "x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		n := httpretry.PreviousAttempts(http.Header{"Rebound-Previous-Attempts": {v}}, "Rebound-Previous-Attempts")
+		if n < 0 {
+			t.Fatalf("PreviousAttempts(%q) = %d, want >= 0", v, n)
+		}
+		if n > 0 && strings.TrimLeft(strings.TrimPrefix(v, "+"), "0") != strconv.Itoa(n) {
+			t.Fatalf("PreviousAttempts(%q) = %d, not the header's value", v, n)
+		}
+	})
 }

@@ -97,7 +97,7 @@ func TestStats(t *testing.T) {
 	srv := newStepServer(t)
 	clk := clocktest.NewAuto()
 	// Bodies of more than 4 bytes without GetBody cannot be replayed.
-	tr, client := newTransport(t, clk, httpretry.WithMaxBufferedBody(4))
+	tr, client := newTransport(t, clk, httpretry.WithBufferLimits(1<<20, 4))
 	get, post, put := "GET "+srv.host(), "POST "+srv.host(), "PUT "+srv.host()
 	// Each step sends one request and checks the statistics after it. The
 	// backoff waits 500ms, then 1s.
@@ -143,7 +143,9 @@ func TestStats(t *testing.T) {
 			t.Fatalf("after %s: stats\n%+v, want\n%+v", step.name, got, step.want)
 		}
 	}
-	if got, want := totalSleep(clk), 1500*time.Millisecond+1500*time.Millisecond+3*time.Second; got != want {
+	// Retry-After 3 waits 3.25s: up to half a second more, a quarter
+	// with the random source at 0.5.
+	if got, want := totalSleep(clk), 1500*time.Millisecond+1500*time.Millisecond+3250*time.Millisecond; got != want {
 		t.Fatalf("the clock waited %v in all, want %v", got, want)
 	}
 }
@@ -168,7 +170,7 @@ func TestStatsThrottled(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clocktest.NewAuto()
-	tr, client := newTransport(t, clk, httpretry.WithBudget(func(string) rebound.Budget { return throttle }))
+	tr, client := newTransport(t, clk, httpretry.WithBudgetPerHost(func(string) rebound.Budget { return throttle }))
 	// Each failure takes a token; retries stop at half of 4: one retry,
 	// then none.
 	send(t, client, http.MethodGet, srv.URL, nil)
@@ -193,7 +195,7 @@ func TestStatsHedges(t *testing.T) {
 	// The clock never moves: each hedge goes out because the attempt before
 	// it failed, so attempts run one at a time.
 	tr, client := newTransport(t, clocktest.New(), httpretry.WithHedging(10*time.Second, 3),
-		httpretry.WithBudget(func(string) rebound.Budget { return throttle }))
+		httpretry.WithBudgetPerHost(func(string) rebound.Budget { return throttle }))
 	for _, step := range []struct {
 		name string
 		h    func(n int, w http.ResponseWriter, r *http.Request)
@@ -227,7 +229,7 @@ func TestStatsHedges(t *testing.T) {
 func TestStatsConcurrent(t *testing.T) {
 	srv := newStepServer(t)
 	srv.set(script(503))
-	tr, client := newTransport(t, clocktest.NewAuto(), httpretry.WithBudget(nil))
+	tr, client := newTransport(t, clocktest.NewAuto(), httpretry.WithBudgetPerHost(nil))
 	const requests = 8
 	var wg sync.WaitGroup
 	for range requests {
@@ -280,9 +282,9 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, retryClient := newTransport(t, clocktest.NewAuto(), httpretry.WithMeterProvider(mp),
-		httpretry.WithBudget(func(string) rebound.Budget { return throttle }))
+		httpretry.WithBudgetPerHost(func(string) rebound.Budget { return throttle }))
 	_, hedgeClient := newTransport(t, clocktest.New(), httpretry.WithMeterProvider(mp), httpretry.WithHedging(10*time.Second, 3))
-	_, otherClient := newTransport(t, clocktest.NewAuto(), httpretry.WithMeterProvider(mp), httpretry.WithBudget(nil))
+	_, otherClient := newTransport(t, clocktest.NewAuto(), httpretry.WithMeterProvider(mp), httpretry.WithBudgetPerHost(nil))
 	// Tokens 6, threshold 3.
 	for _, step := range []struct {
 		srv    *stepServer
@@ -317,39 +319,39 @@ func TestMetrics(t *testing.T) {
 
 	got := observetest.Collect(t, reader, "github.com/rebound-go/rebound/httpretry")
 	for name := range got {
-		if !strings.HasPrefix(name, "http.client.request.") {
-			t.Errorf("%s recorded; httpretry records only http.client.request.*", name)
+		if !strings.HasPrefix(name, "rebound.client.call.") {
+			t.Errorf("%s recorded; httpretry records only rebound.client.call.*", name)
 		}
 	}
 	ok, throttled := srv.at(t, "GET", 200), srv.at(t, "GET", 503)
-	if retries := observetest.HistogramAt[int64](t, got, "http.client.request.retries", "{retry}", ok...); retries.Count != 1 || retries.Sum != 2 ||
+	if retries := observetest.HistogramAt[int64](t, got, "rebound.client.call.retries", "{retry}", ok...); retries.Count != 1 || retries.Sum != 2 ||
 		!slices.Equal(retries.Bounds, []float64{1, 2, 3, 4, 5}) || !slices.Equal(retries.BucketCounts, []uint64{0, 1, 0, 0, 0, 0}) {
 		t.Errorf("retries of the request answered 200: %d requests summing %d in %v over %v, want 1 request with 2 retries", retries.Count, retries.Sum, retries.BucketCounts, retries.Bounds)
 	}
-	if retries := observetest.HistogramAt[int64](t, got, "http.client.request.retries", "{retry}", throttled...); retries.Count != 1 || retries.Sum != 1 {
+	if retries := observetest.HistogramAt[int64](t, got, "rebound.client.call.retries", "{retry}", throttled...); retries.Count != 1 || retries.Sum != 1 {
 		t.Errorf("retries of the request answered 503: %d requests summing %d, want 1 request with 1 retry", retries.Count, retries.Sum)
 	}
-	hedges := observetest.HistogramAt[int64](t, got, "http.client.request.hedges", "{hedge}", hedged.at(t, "GET", 200)...)
+	hedges := observetest.HistogramAt[int64](t, got, "rebound.client.call.hedges", "{hedge}", hedged.at(t, "GET", 200)...)
 	if hedges.Count != 1 || hedges.Sum != 2 || !slices.Equal(hedges.Bounds, []float64{1, 2, 3, 4, 5}) {
 		t.Errorf("hedges: %d requests summing %d over %v, want 1 request with 2 hedges", hedges.Count, hedges.Sum, hedges.Bounds)
 	}
-	delay := observetest.HistogramAt[float64](t, got, "http.client.request.retry_delay", "s", ok...)
+	delay := observetest.HistogramAt[float64](t, got, "rebound.client.call.retry_delay", "s", ok...)
 	if delay.Count != 1 || delay.Sum != 1.5 || len(delay.Bounds) == 0 || delay.Bounds[0] != 0 || delay.Bounds[len(delay.Bounds)-1] != 100 {
 		t.Errorf("retry_delay: %d requests summing %vs over %v, want 1 request of 1.5s", delay.Count, delay.Sum, delay.Bounds)
 	}
-	if d := observetest.HistogramAt[float64](t, got, "http.client.request.retry_delay", "s", throttled...); d.Count != 1 || d.Sum != 0.5 {
+	if d := observetest.HistogramAt[float64](t, got, "rebound.client.call.retry_delay", "s", throttled...); d.Count != 1 || d.Sum != 0.5 {
 		t.Errorf("retry_delay of the throttled request: %d requests summing %vs, want 1 request of 0.5s", d.Count, d.Sum)
 	}
-	if hd := observetest.HistogramAt[float64](t, got, "http.client.request.retry_delay", "s", hedged.at(t, "GET", 200)...); hd.Count != 1 || hd.Sum != 0 {
+	if hd := observetest.HistogramAt[float64](t, got, "rebound.client.call.retry_delay", "s", hedged.at(t, "GET", 200)...); hd.Count != 1 || hd.Sum != 0 {
 		t.Errorf("retry_delay of the hedged request: %d requests summing %vs, want 1 request of 0s", hd.Count, hd.Sum)
 	}
-	if v := observetest.CounterAt(t, got, "http.client.request.retries_throttled", "{retry}", throttled...); v != 1 {
+	if v := observetest.CounterAt(t, got, "rebound.client.call.retries_throttled", "{retry}", throttled...); v != 1 {
 		t.Errorf("retries_throttled %d, want 1", v)
 	}
-	if r := observetest.HistogramAt[int64](t, got, "http.client.request.retries", "{retry}", other.at(t, "_OTHER", 204)...); r.Count != 1 || r.Sum != 1 {
+	if r := observetest.HistogramAt[int64](t, got, "rebound.client.call.retries", "{retry}", other.at(t, "_OTHER", 204)...); r.Count != 1 || r.Sum != 1 {
 		t.Errorf("retries of PURGE: %d requests summing %d, want 1 request with 1 retry", r.Count, r.Sum)
 	}
-	if r := observetest.HistogramAt[int64](t, got, "http.client.request.retries", "{retry}", other.at(t, "DELETE", 0)...); r.Count != 1 || r.Sum != 2 {
+	if r := observetest.HistogramAt[int64](t, got, "rebound.client.call.retries", "{retry}", other.at(t, "DELETE", 0)...); r.Count != 1 || r.Sum != 2 {
 		t.Errorf("retries of the DELETE that got no response: %d requests summing %d, want 1 request with 2 retries", r.Count, r.Sum)
 	}
 }
@@ -357,7 +359,7 @@ func TestMetrics(t *testing.T) {
 func TestLogs(t *testing.T) {
 	logger, records := observetest.DebugLog(t)
 	srv := newStepServer(t)
-	_, client := newTransport(t, clocktest.NewAuto(), httpretry.WithLogger(logger), httpretry.WithMaxBufferedBody(4))
+	_, client := newTransport(t, clocktest.NewAuto(), httpretry.WithLogger(logger), httpretry.WithBufferLimits(1<<20, 4))
 	seen := 0
 	for _, step := range []struct {
 		name   string
@@ -372,7 +374,7 @@ func TestLogs(t *testing.T) {
 		}},
 		{"success at once", script(200), http.MethodGet, nil, nil},
 		{"Retry-After", retryAfter("3", 503, 200), http.MethodGet, nil, []observetest.Record{
-			{Msg: "rebound: retry scheduled, obeying server pushback", Attrs: map[string]any{"attempt": 1, "delay": 3 * time.Second}},
+			{Msg: "rebound: retry scheduled, obeying server pushback", Attrs: map[string]any{"attempt": 1, "delay": 3250 * time.Millisecond}},
 		}},
 		{"attempts exhausted", script(503), http.MethodGet, nil, []observetest.Record{
 			{Msg: "rebound: retry scheduled", Attrs: map[string]any{"attempt": 1, "delay": 500 * time.Millisecond}},
@@ -409,7 +411,7 @@ func TestLogsThrottled(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, client := newTransport(t, clocktest.NewAuto(), httpretry.WithLogger(logger),
-		httpretry.WithBudget(func(string) rebound.Budget { return throttle }))
+		httpretry.WithBudgetPerHost(func(string) rebound.Budget { return throttle }))
 	send(t, client, http.MethodGet, srv.URL, nil)
 	observetest.CheckRecords(t, "throttled", records(), "GET "+srv.host(), srv.host(), []observetest.Record{
 		{Msg: "rebound: retry scheduled", Attrs: map[string]any{"attempt": 1, "delay": 500 * time.Millisecond}},
@@ -435,9 +437,9 @@ func TestLogsOnlyAtDebugLevel(t *testing.T) {
 	var buf bytes.Buffer
 	srv := newStepServer(t)
 	srv.set(retryAfter("120", 503, 503, 200))
-	_, client := newTransport(t, clocktest.NewAuto(), httpretry.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))), httpretry.WithMaxBufferedBody(0))
+	_, client := newTransport(t, clocktest.NewAuto(), httpretry.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))), httpretry.WithBufferLimits(1, 1))
 	send(t, client, http.MethodGet, srv.URL, nil)
-	send(t, client, http.MethodPut, srv.URL, unreplayable("x"))
+	send(t, client, http.MethodPut, srv.URL, unreplayable("xy"))
 	if buf.Len() != 0 {
 		t.Fatalf("logged at info level:\n%s", buf.String())
 	}

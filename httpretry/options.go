@@ -11,19 +11,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/replay"
 )
 
-// Defaults used by [NewTransport] when no option overrides them.
-const (
-	// DefaultMaxAttempts is the number of attempts, the first included.
-	DefaultMaxAttempts = 3
-	// DefaultRetryAfterCap is the longest Retry-After hint that is waited
-	// out; a longer one ends retrying and the response is returned.
-	DefaultRetryAfterCap = 60 * time.Second
-	// DefaultMaxBufferedBody is the largest request body, in bytes, that is
-	// buffered so that it can be sent again when the request has no GetBody.
-	DefaultMaxBufferedBody = 1 << 20
-)
+// DefaultMaxAttempts is the number of attempts, the first included, that
+// [NewTransport] makes when no option says otherwise.
+const DefaultMaxAttempts = 3
 
 // DefaultRetryableStatus lists the status codes retried by default: 429 Too
 // Many Requests, 502 Bad Gateway, 503 Service Unavailable and 504 Gateway
@@ -44,16 +37,18 @@ func (f optionFunc) apply(c *config) { f(c) }
 // invalid options, in order.
 type config struct {
 	maxAttempts   int
+	disabled      bool // WithRetriesDisabled
 	backoff       rebound.Backoff
-	retryAfterCap time.Duration
+	retryDelayCap time.Duration
 	status        statusSet
 	idempotent    func(*http.Request) bool
-	budget        func(host string) rebound.Budget
+	budgetPerHost func(host string) rebound.Budget // WithBudgetPerHost's
+	budget        rebound.Budget                   // WithBudget's; nil for none
 	strategy      rebound.Strategy
 	hedge         *rebound.HedgingPolicy
 	clock         rebound.Clock
 	random        rebound.Random
-	maxBuffered   int64
+	buffers       replay.Limits
 	meters        metric.MeterProvider
 	// attemptTimeout is WithPerAttemptTimeout's, 0 for none;
 	// trustedOverrides is WithTrustedOverrides.
@@ -63,10 +58,10 @@ type config struct {
 	// adaptiveThrottle is WithAdaptiveThrottle's config; nil when off.
 	adaptiveThrottle *rebound.AdaptiveThrottleConfig
 	// rateLimit is WithAdaptiveRateLimit's settings; nil when off.
-	rateLimit *rebound.AdaptiveRateLimit
+	rateLimit *rebound.AdaptiveRateLimitConfig
 	tracer    trace.TracerProvider
 
-	// headers are WithIdempotencyKey's and WithAttemptHeader's.
+	// headers are WithIdempotencyKey's and WithPreviousAttemptsHeader's.
 	headers requestHeaders
 	// rateLimitReset is WithRateLimitReset.
 	rateLimitReset bool
@@ -84,7 +79,8 @@ func (c *config) fail(option, format string, args ...any) {
 }
 
 // WithMaxAttempts sets how many attempts a request gets, the first included.
-// n must be >= 1; 1 disables retries. The default is [DefaultMaxAttempts].
+// n must be >= 1; 1 disables retries, but not hedging ([WithRetriesDisabled]
+// turns off both). The default is [DefaultMaxAttempts].
 func WithMaxAttempts(n int) Option {
 	return optionFunc(func(c *config) {
 		c.set = append(c.set, "WithMaxAttempts")
@@ -94,6 +90,17 @@ func WithMaxAttempts(n int) Option {
 		}
 		c.maxAttempts = n
 	})
+}
+
+// WithRetriesDisabled turns retries and hedging off entirely: every
+// request is sent once, whatever [WithMaxAttempts], [WithHedging],
+// [WithStrategy] or an [Override] (even under [WithTrustedOverrides])
+// ask, as grpcretry's and connectretry's WithRetriesDisabled make every
+// call once. The rest still applies to that one attempt: the per-attempt
+// timeout, the adaptive throttle and rate limit, the idempotency key,
+// statistics, metrics, traces and the decision log.
+func WithRetriesDisabled() Option {
+	return optionFunc(func(c *config) { c.disabled = true })
 }
 
 // WithBackoff sets the backoff between attempts; it must pass
@@ -110,19 +117,19 @@ func WithBackoff(b rebound.Backoff) Option {
 	})
 }
 
-// WithRetryAfterCap sets the longest server hint the Transport waits out:
+// WithRetryDelayCap sets the longest server hint the Transport waits out:
 // a Retry-After, or a rate-limit reset ([WithRateLimitReset]). A response
 // whose hint is longer is returned at once, without another attempt, and
 // retrying stops with [rebound.ErrRetryDelayTooLong], the reason a
 // google.rpc.RetryInfo beyond grpcretry's or connectretry's cap gives.
-// d must be > 0; the default is [DefaultRetryAfterCap].
-func WithRetryAfterCap(d time.Duration) Option {
+// d must be > 0; the default is [rebound.DefaultRetryDelayCap].
+func WithRetryDelayCap(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d <= 0 {
-			c.fail("WithRetryAfterCap", "d must be > 0, got %v", d)
+			c.fail("WithRetryDelayCap", "d must be > 0, got %v", d)
 			return
 		}
-		c.retryAfterCap = d
+		c.retryDelayCap = d
 	})
 }
 
@@ -158,11 +165,27 @@ func WithIdempotent(f func(req *http.Request) bool) Option {
 	})
 }
 
-// WithBudget sets where retries and hedges get their budget: f is called
-// once per host (the request URL's host[:port]) and its result shared by
-// every request to that host. A nil f, or an f that returns nil, means no
-// budget. The default gives each host its own [rebound.TokenBucket] with
-// [rebound.DefaultTokenBucket]. f must be safe for concurrent use.
+// WithBudget adds b to what retries and hedges must get past: every retry
+// and every hedge of the Transport's requests, to any host, needs b's
+// leave as well as its host's budget ([WithBudgetPerHost]), as grpcretry's
+// and connectretry's WithBudget add one beside the service config's
+// retryThrottling ([rebound.AllBudgets]). b is shared by every host; it
+// hears of every request's failures and successes. A nil b means none,
+// the default. With [WithStrategy], s decides retries and spends its own
+// budget, and b applies to hedges only.
+func WithBudget(b rebound.Budget) Option {
+	return optionFunc(func(c *config) {
+		c.budget = b
+	})
+}
+
+// WithBudgetPerHost sets each host's own budget, which replaces the
+// default: f is called once per host (the request URL's host[:port]) and
+// its result shared by every request to that host. An f that returns nil
+// gives that host no budget of its own; a nil f gives none to any host.
+// The default gives each host its own [rebound.TokenBucket] with
+// [rebound.DefaultTokenBucket]. f must be safe for concurrent use. A
+// budget of [WithBudget] must allow each retry and hedge as well.
 //
 // Budgets are kept for the 1024 hosts used most recently, so that a client
 // that talks to an unbounded set of hosts keeps bounded state: a new host
@@ -170,18 +193,21 @@ func WithIdempotent(f func(req *http.Request) bool) Option {
 // comes back gets a new budget from f.
 //
 // A [rebound.Throttle] works as in gRPC A6: every retryable failure takes a
-// token and retries stop while the throttle is at or below half full.
-func WithBudget(f func(host string) rebound.Budget) Option {
+// token and retries stop while the throttle is at or below half full. With
+// [WithStrategy], s decides retries and spends its own budget, and the
+// hosts' budgets apply to hedges only.
+func WithBudgetPerHost(f func(host string) rebound.Budget) Option {
 	return optionFunc(func(c *config) {
-		c.budget = f
+		c.budgetPerHost = f
 	})
 }
 
 // WithStrategy replaces the built-in strategy with s, shared by every
 // request (and so every host). s then decides attempts, delays and budgets
 // of retries; it cannot be combined with [WithMaxAttempts], [WithBackoff] or
-// [WithRandom], which configure the built-in one. [WithBudget] then applies
-// to hedges only. The Transport waits on s's clock when s has a Clock()
+// [WithRandom], which configure the built-in one. [WithBudget] and
+// [WithBudgetPerHost] then apply to hedges only: s's own budget, if any,
+// is what limits retries. The Transport waits on s's clock when s has a Clock()
 // rebound.Clock method, as [rebound.Do] does, and on the [WithClock] one
 // otherwise.
 func WithStrategy(s rebound.Strategy) Option {
@@ -218,13 +244,13 @@ func WithHedging(delay time.Duration, maxAttempts int) Option {
 
 // WithClock sets the clock for waits, hedging delays, deadlines and
 // HTTP-date Retry-After hints. The default is the real clock.
-func WithClock(clk rebound.Clock) Option {
-	return optionFunc(func(c *config) {
-		if clk == nil {
-			c.fail("WithClock", "nil Clock")
+func WithClock(c rebound.Clock) Option {
+	return optionFunc(func(cfg *config) {
+		if c == nil {
+			cfg.fail("WithClock", "nil Clock")
 			return
 		}
-		c.clock = clk
+		cfg.clock = c
 	})
 }
 
@@ -240,31 +266,40 @@ func WithRandom(r rebound.Random) Option {
 	})
 }
 
-// WithMaxBufferedBody sets the largest request body, in bytes, that the
-// Transport reads into memory to replay when the request has a Body but no
-// GetBody. A larger body is sent once, without retries. n must be >= 0; 0
-// never buffers. The default is [DefaultMaxBufferedBody].
-func WithMaxBufferedBody(n int64) Option {
+// WithBufferLimits sets the memory that may hold request bodies for
+// replay, as grpcretry's WithBufferLimits does: total bytes for the whole
+// Transport, and bytes for one request. The Transport reads a body into
+// memory, to send it again, when the request has a Body but no GetBody; a
+// request whose body is larger than perCall, or than what is left of total
+// while other requests hold theirs, is committed: it is sent once, without
+// retries or hedges, and fails with [rebound.ErrCommitted] as the reason
+// if that attempt fails. A body is held until its RoundTrip returns. A
+// body with GetBody (http.NewRequest sets one for a *bytes.Buffer,
+// *bytes.Reader or *strings.Reader) is the caller's to replay and takes no
+// room. The defaults are [rebound.DefaultBufferTotal] (16 MiB) and
+// [rebound.DefaultBufferPerCall] (1 MiB). Both must be > 0 and perCall <=
+// total.
+func WithBufferLimits(total, perCall int) Option {
 	return optionFunc(func(c *config) {
-		if n < 0 {
-			c.fail("WithMaxBufferedBody", "n must be >= 0, got %d", n)
+		if err := replay.Check(total, perCall); err != nil {
+			c.fail("WithBufferLimits", "%v", err)
 			return
 		}
-		c.maxBuffered = n
+		c.buffers = replay.Limits{Total: total, PerCall: perCall}
 	})
 }
 
-// WithMeterProvider records the retry instruments of gRFC A96 with mp,
-// named in the style of the OpenTelemetry HTTP semantic conventions, once
-// per request when its RoundTrip returns: http.client.request.retries,
-// http.client.request.hedges and http.client.request.retry_delay, with the
-// attributes http.request.method, server.address, server.port and
-// http.response.status_code (see the package documentation), and the
-// counter http.client.request.retries_throttled of requests whose retries
-// the budget refused. HTTP has no server signal that stops retrying, so
-// http.client.request.retries_pushback_stopped counts only a
+// WithMeterProvider records rebound's retry instruments with mp, once per
+// request when its RoundTrip returns: rebound.client.call.retries,
+// rebound.client.call.hedges and rebound.client.call.retry_delay (gRFC
+// A96's three, for HTTP), with the attributes http.request.method,
+// server.address, server.port and http.response.status_code (see the
+// package documentation), and the counter
+// rebound.client.call.retries_throttled of requests whose retries the
+// budget refused. HTTP has no server signal that stops retrying, so
+// rebound.client.call.retries_pushback_stopped counts only a
 // [WithStrategy] strategy's [rebound.ErrPushback]. The counter
-// http.client.request.attempt_timeouts counts attempts cut by
+// rebound.client.call.attempt_timeouts counts attempts cut by
 // [WithPerAttemptTimeout]. The meter's scope is
 // "github.com/rebound-go/rebound/httpretry".
 func WithMeterProvider(mp metric.MeterProvider) Option {
@@ -352,7 +387,7 @@ func WithPerAttemptTimeout(d time.Duration) Option {
 	})
 }
 
-// WithTrustedOverrides lets [NewOverrideContext] loosen the Transport's
+// WithTrustedOverrides lets [Override] loosen the Transport's
 // policy: retry status codes it does not retry, or wait longer per
 // attempt. Without it, an override only tightens, and what it asks beyond
 // the Transport's options is held to them and logged at debug level
@@ -368,11 +403,11 @@ func newConfig(opts []Option) *config {
 	c := &config{
 		maxAttempts:   DefaultMaxAttempts,
 		backoff:       rebound.DefaultBackoff(),
-		retryAfterCap: DefaultRetryAfterCap,
+		retryDelayCap: rebound.DefaultRetryDelayCap,
 		idempotent:    Idempotent,
-		budget:        defaultBudget,
+		budgetPerHost: defaultBudget,
 		clock:         rebound.RealClock(),
-		maxBuffered:   DefaultMaxBufferedBody,
+		buffers:       replay.Limits{Total: rebound.DefaultBufferTotal, PerCall: rebound.DefaultBufferPerCall},
 	}
 	for _, code := range DefaultRetryableStatus() {
 		c.status.add(code)
@@ -386,6 +421,10 @@ func newConfig(opts []Option) *config {
 	}
 	if c.strategy != nil && len(c.set) > 0 {
 		c.fail("WithStrategy", "cannot be combined with %s, which configures the built-in strategy", c.set[0])
+	}
+	if c.disabled {
+		// One attempt, which is also the cap of every override.
+		c.maxAttempts, c.hedge, c.strategy = 1, nil, nil
 	}
 	return c
 }

@@ -16,17 +16,17 @@ import (
 
 type overrideKey struct{}
 
-// NewOverrideContext returns a copy of ctx that narrows the retry policy of
-// a request sent with it through a [Transport], as o says: fewer attempts,
-// a shorter per-attempt timeout, fewer retryable status codes (HTTP status
+// Override returns a copy of ctx that narrows the retry policy of a
+// request sent with it through a [Transport], as o says: fewer attempts, a
+// shorter per-attempt timeout, fewer retryable status codes (HTTP status
 // codes), or no retry at all. Asking for more than the Transport's options
 // allow takes [WithTrustedOverrides]; see [rebound.Override]. A request
 // whose o is invalid (a negative field) fails before it is sent. For a
-// hedged request ([WithHedging]) MaxAttempts and Disable apply; a
-// hedged request is not timed, and keeps the hedged status codes.
+// hedged request ([WithHedging]) MaxAttempts and Disable apply; a hedged
+// request is not timed, and keeps the hedged status codes.
 //
-//	req = req.WithContext(httpretry.NewOverrideContext(req.Context(), rebound.Override{MaxAttempts: 1}))
-func NewOverrideContext(ctx context.Context, o rebound.Override) context.Context {
+//	req = req.WithContext(httpretry.Override(req.Context(), rebound.Override{MaxAttempts: 1}))
+func Override(ctx context.Context, o rebound.Override) context.Context {
 	return context.WithValue(ctx, overrideKey{}, &o)
 }
 

@@ -61,7 +61,7 @@ func TestOverride(t *testing.T) {
 				opts = append(opts, httpretry.WithTrustedOverrides())
 			}
 			client, _ := newClient(t, opts...)
-			req, _ := http.NewRequestWithContext(httpretry.NewOverrideContext(context.Background(), tc.o), http.MethodGet, srv.URL, nil)
+			req, _ := http.NewRequestWithContext(httpretry.Override(context.Background(), tc.o), http.MethodGet, srv.URL, nil)
 			resp, err := client.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -81,7 +81,7 @@ func TestOverridePerAttemptTimeout(t *testing.T) {
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
 		srv := newServer(t, hangFirst(1))
 		client, _ := newClient(t)
-		req, _ := http.NewRequestWithContext(httpretry.NewOverrideContext(context.Background(), rebound.Override{PerAttemptTimeout: d}), http.MethodGet, srv.URL, nil)
+		req, _ := http.NewRequestWithContext(httpretry.Override(context.Background(), rebound.Override{PerAttemptTimeout: d}), http.MethodGet, srv.URL, nil)
 		resp, err := client.Do(req)
 		var got string
 		if err == nil {
@@ -104,7 +104,7 @@ func TestOverridePerAttemptTimeout(t *testing.T) {
 func TestOverrideInvalid(t *testing.T) {
 	srv := newServer(t, script(200))
 	client, _ := newClient(t)
-	req, _ := http.NewRequestWithContext(httpretry.NewOverrideContext(context.Background(), rebound.Override{PerAttemptTimeout: -1}), http.MethodGet, srv.URL, nil)
+	req, _ := http.NewRequestWithContext(httpretry.Override(context.Background(), rebound.Override{PerAttemptTimeout: -1}), http.MethodGet, srv.URL, nil)
 	_, err := client.Do(req)
 	if err == nil || !strings.Contains(err.Error(), "Override.PerAttemptTimeout") || srv.attempts() != 0 {
 		t.Fatalf("err %v with %d attempts, want an error naming Override.PerAttemptTimeout before any", err, srv.attempts())
@@ -124,7 +124,7 @@ func TestOverrideHedged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newServer(t, script(503))
 			client, _ := newClient(t, httpretry.WithHedging(0, 3))
-			req, _ := http.NewRequestWithContext(httpretry.NewOverrideContext(context.Background(), tc.o), http.MethodGet, srv.URL, nil)
+			req, _ := http.NewRequestWithContext(httpretry.Override(context.Background(), tc.o), http.MethodGet, srv.URL, nil)
 			resp, err := client.Do(req)
 			if err != nil {
 				t.Fatal(err)

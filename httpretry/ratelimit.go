@@ -10,7 +10,7 @@ import (
 )
 
 // WithAdaptiveRateLimit paces the requests to each host to the rate the
-// host accepts (see [rebound.RateLimiter]): every attempt, the first
+// host accepts (see [rebound.AdaptiveRateLimit]): every attempt, the first
 // included, waits for a send token of its URL's host within its
 // request's context. When its turn would come after the context's
 // deadline it fails at once, without reaching the server, with an error
@@ -19,22 +19,21 @@ import (
 // gives its token back.
 //
 // A 429, and a 503 with a Retry-After, are throttles; the Retry-After
-// (at most [WithRetryAfterCap]'s cap) holds the rate until it has
+// (at most [WithRetryDelayCap]'s cap) holds the rate until it has
 // passed. Every other answer only feeds the measured rate. With
-// [WithClassifier], the classifier's Throttle mark has the last word: a
+// [WithClassifier], the classifier's SlowDown mark has the last word: a
 // failure it marks counts as a throttle, and a throttle it unmarks only
 // feeds the measured rate. The limit starts at the host's first
 // throttle; until then only its slow start holds attempts back (at most
 // four in flight until answers come back, then twice as many each round
 // trip: a few round trips once, never more than a quarter-second; see
-// [rebound.RateLimiter]).
+// [rebound.AdaptiveRateLimit]).
 //
 // Every Transport of the process with c shares one limiter per host, so
 // that the clients of one process together keep to the host's limit; a
-// Transport keeps the limiters of the bounded.DefaultMax (1024) hosts it
-// used last. c's fields must be valid; the zero value means the AWS SDKs'
+// Transport keeps the limiters of the 1024 hosts it used most recently. c's fields must be valid; the zero value means the AWS SDKs'
 // constants.
-func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimit) Option {
+func WithAdaptiveRateLimit(c rebound.AdaptiveRateLimitConfig) Option {
 	return optionFunc(func(cfg *config) {
 		if err := c.Validate(); err != nil {
 			cfg.fail("WithAdaptiveRateLimit", "%v", err)
@@ -91,7 +90,7 @@ func (l *limitedBase) RoundTrip(r *http.Request) (*http.Response, error) {
 		if r.Body != nil {
 			_ = r.Body.Close()
 		}
-		return nil, fmt.Errorf("httpretry: %s %s: %w", r.Method, r.URL.Host, err)
+		return nil, fmt.Errorf("httpretry: %s %s: %w", r.Method, r.URL.Host, ratelimit.Kept(err))
 	}
 	resp, err := l.base.RoundTrip(r)
 	if err == nil && resp != nil {
@@ -113,5 +112,5 @@ func (l *limitedBase) feedback(resp *http.Response) rebound.RateFeedback {
 	if !ok && resp.StatusCode == http.StatusServiceUnavailable {
 		return rebound.RateFeedback{}
 	}
-	return rebound.RateFeedback{Throttled: true, Wait: min(wait, l.cfg.retryAfterCap)}
+	return rebound.RateFeedback{SlowDown: true, Wait: min(wait, l.cfg.retryDelayCap)}
 }

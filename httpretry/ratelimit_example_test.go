@@ -28,8 +28,8 @@ func ExampleWithAdaptiveRateLimit() {
 	defer srv.Close()
 
 	client := &http.Client{Transport: httpretry.NewTransport(nil,
-		httpretry.WithMaxAttempts(1), // to show the 429; retries wait for their turn too
-		httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{MinRate: 10}),
+		httpretry.WithRetriesDisabled(), // to show the 429; retries wait for their turn too
+		httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 10}),
 	)}
 	defer client.CloseIdleConnections()
 	get := func(timeout time.Duration) {

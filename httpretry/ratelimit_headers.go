@@ -15,7 +15,7 @@ import (
 // as Envoy's rate_limited_retry_back_off reads them. The reset is a
 // minimum wait, as Retry-After is: the next attempt waits max(backoff,
 // reset), and a hedge waits for it. A reset beyond the Retry-After cap
-// ([WithRetryAfterCap]) returns the response at once, and retrying stops
+// ([WithRetryDelayCap]) returns the response at once, and retrying stops
 // with [rebound.ErrRetryDelayTooLong], as a Retry-After beyond it does;
 // one past the request context's deadline returns it too, with
 // [rebound.ErrDeadline]. A value that is neither form, or a Unix time

@@ -59,7 +59,7 @@ func TestRateLimitReset(t *testing.T) {
 		{name: "a floor under the backoff", status: 503, hdr: []string{"X-RateLimit-Reset", "0"}, attempts: 2, min: 500 * time.Millisecond, max: 500 * time.Millisecond, final: 200},
 		{name: "unix time past", status: 503, hdr: []string{"X-RateLimit-Reset", "unix+-5"}, attempts: 2, min: 500 * time.Millisecond, max: 500 * time.Millisecond, final: 200},
 		{name: "malformed", status: 503, hdr: []string{"X-RateLimit-Reset", "3.5"}, attempts: 2, min: 500 * time.Millisecond, max: 500 * time.Millisecond, final: 200},
-		{name: "Retry-After wins", status: 503, hdr: []string{"Retry-After", "1", "X-RateLimit-Reset", "9"}, attempts: 2, min: time.Second, max: time.Second, final: 200},
+		{name: "Retry-After wins", status: 503, hdr: []string{"Retry-After", "1", "X-RateLimit-Reset", "9"}, attempts: 2, min: time.Second, max: 1500 * time.Millisecond, final: 200},
 		{name: "off by default", status: 503, hdr: []string{"X-RateLimit-Reset", "9"}, off: true, attempts: 2, min: 500 * time.Millisecond, max: 500 * time.Millisecond, final: 200},
 		{name: "beyond the cap", status: 429, hdr: []string{"RateLimit-Reset", "61"}, attempts: 1, final: 429},
 		{name: "not a retryable status", status: 404, hdr: []string{"RateLimit-Reset", "1"}, attempts: 1, final: 404},
@@ -108,7 +108,7 @@ func TestHintBeyondCapReason(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			client, clk := newClient(t, httpretry.WithRateLimitReset(), httpretry.WithRetryAfterCap(time.Second), httpretry.WithLogger(logger))
+			client, clk := newClient(t, httpretry.WithRateLimitReset(), httpretry.WithRetryDelayCap(time.Second), httpretry.WithLogger(logger))
 			srv := newServer(t, resetting(503, clk.Now, tc.header, tc.value))
 			resp, err := client.Get(srv.URL)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"runtime"
 	"strings"
 	"sync"
@@ -17,8 +18,10 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/httpretry"
+	"github.com/rebound-go/rebound/internal/adaptive"
 	"github.com/rebound-go/rebound/internal/bounded"
 	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/limittest"
 	"github.com/rebound-go/rebound/internal/ratelimit"
 )
 
@@ -73,7 +76,7 @@ func TestAdaptiveRateLimit(t *testing.T) {
 	srv := newScripted(t)
 	clk := clocktest.NewAhead() // deadlines from it leave the network an hour
 	client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport,
-		httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))}
+		httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))}
 	ctx := context.Background()
 	for range 3 {
 		if code, err := rlGet(ctx, client, srv.URL); err != nil || code != 200 {
@@ -115,10 +118,14 @@ func TestAdaptiveRateLimit(t *testing.T) {
 		t.Fatalf("%d waits, want 2: the third must not wait", n)
 	}
 	// Both waits end at once: one goes, and the other, which would reach
-	// the server with it as a burst, takes a new turn.
+	// the server with it as a burst, keeps its turn and waits out half a
+	// spacing (a new turn would be a whole spacing after the last).
 	clk.Advance(time.Second)
 	if !clk.WaitPending(1) {
-		t.Fatal("the second did not take a new turn")
+		t.Fatal("the second did not wait out half a spacing")
+	}
+	if s := clk.Sleeps(); (s[1]-s[0])/2-s[len(s)-1] > time.Millisecond || s[len(s)-1]-(s[1]-s[0])/2 > time.Millisecond {
+		t.Fatalf("waits %v: the second waits %v more, want half the spacing, %v", s, s[len(s)-1], (s[1]-s[0])/2)
 	}
 	clk.Advance(time.Second)
 	wg.Wait()
@@ -186,7 +193,7 @@ func TestAdaptiveRateLimitThrottles(t *testing.T) {
 			srv.answer(c.status, c.retryAfter)
 			clk := clocktest.NewAhead() // deadlines from it leave the network an hour
 			client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport,
-				httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))}
+				httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))}
 			if code, err := rlGet(context.Background(), client, srv.URL); err != nil || code != c.status {
 				t.Fatalf("%d, %v", code, err)
 			}
@@ -218,11 +225,11 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 		mark       func(rebound.RetryInfo) rebound.RetryInfo
 		throttle   bool
 	}{
-		{"503 marked", http.StatusServiceUnavailable, "", func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = true; return i }, true},
+		{"503 marked", http.StatusServiceUnavailable, "", func(i rebound.RetryInfo) rebound.RetryInfo { i.SlowDown = true; return i }, true},
 		{"503 as is", http.StatusServiceUnavailable, "", func(i rebound.RetryInfo) rebound.RetryInfo { return i }, false},
-		{"429 unmarked", http.StatusTooManyRequests, "", func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = false; return i }, false},
+		{"429 unmarked", http.StatusTooManyRequests, "", func(i rebound.RetryInfo) rebound.RetryInfo { i.SlowDown = false; return i }, false},
 		{"429 as is", http.StatusTooManyRequests, "", func(i rebound.RetryInfo) rebound.RetryInfo { return i }, true},
-		{"503 with Retry-After unmarked", http.StatusServiceUnavailable, "1", func(i rebound.RetryInfo) rebound.RetryInfo { i.Throttle = false; return i }, false},
+		{"503 with Retry-After unmarked", http.StatusServiceUnavailable, "1", func(i rebound.RetryInfo) rebound.RetryInfo { i.SlowDown = false; return i }, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := newScripted(t)
@@ -230,7 +237,7 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 			clk := clocktest.NewAhead() // deadlines from it leave the network an hour
 			var judged atomic.Int32
 			client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport,
-				httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}),
+				httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}),
 				httpretry.WithClassifier(func(f httpretry.Failure, builtin rebound.RetryInfo) rebound.RetryInfo {
 					judged.Add(1)
 					return c.mark(builtin)
@@ -257,14 +264,14 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 // TestAdaptiveRateLimitBadInput: a bad setting is an error naming the
 // option and the field.
 func TestAdaptiveRateLimitBadInput(t *testing.T) {
-	for field, c := range map[string]rebound.AdaptiveRateLimit{
+	for field, c := range map[string]rebound.AdaptiveRateLimitConfig{
 		"Beta":          {Beta: math.NaN()},
 		"ScaleConstant": {ScaleConstant: -1},
 		"Smoothing":     {Smoothing: math.Inf(1)},
 		"MinRate":       {MinRate: -0.5},
 	} {
 		_, err := httpretry.New(nil, httpretry.WithAdaptiveRateLimit(c))
-		if err == nil || !strings.Contains(err.Error(), "WithAdaptiveRateLimit") || !strings.Contains(err.Error(), "AdaptiveRateLimit."+field) {
+		if err == nil || !strings.Contains(err.Error(), "WithAdaptiveRateLimit") || !strings.Contains(err.Error(), "AdaptiveRateLimitConfig."+field) {
 			t.Errorf("%s: %v, want an error naming the option and the field", field, err)
 		}
 	}
@@ -280,7 +287,7 @@ func TestAdaptiveRateLimitBounded(t *testing.T) {
 		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}}
 	defer base.CloseIdleConnections()
-	client := &http.Client{Transport: httpretry.NewTransport(base, httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{MinRate: 1.25}))}
+	client := &http.Client{Transport: httpretry.NewTransport(base, httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 1.25}))}
 	hosts := 3 * bounded.DefaultMax
 	for i := range hosts {
 		if _, err := rlGet(context.Background(), client, fmt.Sprintf("http://h%d.ratelimit.test/", i)); err != nil {
@@ -320,7 +327,7 @@ func BenchmarkAdaptiveRateLimitSlowStart(b *testing.B) {
 				base := &http.Transport{MaxIdleConnsPerHost: 20}
 				var opts []httpretry.Option
 				if on {
-					opts = append(opts, httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimit{}))
+					opts = append(opts, httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))
 				}
 				c := &http.Client{Transport: httpretry.NewTransport(base, opts...)}
 				var wg sync.WaitGroup
@@ -345,4 +352,98 @@ func BenchmarkAdaptiveRateLimitSlowStart(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestAdaptiveThrottleBehindRateLimit: as grpcretry's. With the adaptive
+// throttle and the rate limit both on, a request the rate limit keeps
+// home (refused for its deadline, or cancelled in its wait) counts in the
+// throttle neither as a request nor as a refusal nor as an accept; the
+// next request goes. (The throttle counted the rate limit's refusals as
+// the host's and kept the requests home itself.)
+func TestAdaptiveThrottleBehindRateLimit(t *testing.T) {
+	srv := newScripted(t)
+	clk := clocktest.New()
+	client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport,
+		httpretry.WithClock(clk), httpretry.WithRandom(clocktest.NewRand(0.5)), httpretry.WithMaxAttempts(1),
+		httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}), httpretry.WithAdaptiveThrottle(rebound.AdaptiveThrottleConfig{}))}
+	u, _ := url.Parse(srv.URL)
+	th := adaptive.Throttle(u.Host, rebound.AdaptiveThrottleConfig{})
+	srv.answer(http.StatusTooManyRequests, "")
+	if code, err := rlGet(context.Background(), client, srv.URL); err != nil || code != http.StatusTooManyRequests {
+		t.Fatalf("%d, %v; want the 429", code, err)
+	}
+	srv.answer(http.StatusOK, "")
+	// The next turn is over a second away: requests with 50ms are refused.
+	kept := 0 // by the throttle
+	for i := range 20 {
+		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(50*time.Millisecond))
+		_, err := rlGet(ctx, client, srv.URL)
+		cancel()
+		switch {
+		case errors.Is(err, rebound.ErrRateLimited):
+		case errors.Is(err, rebound.ErrRejectedLocally):
+			kept++
+		default:
+			t.Fatalf("request %d: %v, want ErrRateLimited", i, err)
+		}
+	}
+	if r, a := th.Counts(clk.Now()); r != 1 || a != 0 || kept != 0 {
+		t.Fatalf("after the refusals the throttle counts %d requests and %d accepts and kept %d requests home, want 1, 0 and none: the host saw one request and refused it", r, a, kept)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { _, err := rlGet(ctx, client, srv.URL); done <- err }()
+	if !clk.WaitPending(1) {
+		t.Fatal("the request did not wait for its turn")
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v", err)
+	}
+	if r, a := th.Counts(clk.Now()); r != 1 || a != 0 {
+		t.Fatalf("after a cancelled wait the throttle counts %d requests and %d accepts, want 1 and 0", r, a)
+	}
+	go func() { _, err := rlGet(context.Background(), client, srv.URL); done <- err }()
+	if !clk.WaitPending(1) {
+		t.Fatalf("the request did not wait for its turn: %v", <-done)
+	}
+	clk.Advance(2 * time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.seen.Load(); n != 2 {
+		t.Fatalf("the host saw %d requests, want 2", n)
+	}
+}
+
+// TestAdaptiveRateLimitRecovers: on the real clock, under whatever load
+// the machine has (CI runs it with -race), twenty callers calling back to
+// back with 1s deadlines, and trying again at once when the rate limit
+// refuses them, against an httptest server that accepts 20 a second (a
+// burst of 2) for 2s and then everything: the server soon accepts more
+// than 20 a second again (the rate is back at the rate of its last cut
+// 2.5s after it, and climbs on; fifteen seconds allows for a loaded
+// machine). (Under -race on a loaded machine the client sent nothing from
+// the third second on, refusing ten thousand calls a second: the
+// refusals ran the queue ahead of every deadline.)
+func TestAdaptiveRateLimitRecovers(t *testing.T) {
+	lim := limittest.New(20, 2, 2*time.Second)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if !lim.Allow() {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer srv.Close()
+	base := &http.Transport{MaxIdleConnsPerHost: 20}
+	defer base.CloseIdleConnections()
+	client := &http.Client{Transport: httpretry.NewTransport(base, httpretry.WithMaxAttempts(1),
+		httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))}
+	took, refused := limittest.Recovery(t, lim, 20, 15*time.Second, func(ctx context.Context) error {
+		_, err := rlGet(ctx, client, srv.URL)
+		return err
+	}, func() float64 {
+		u, _ := url.Parse(srv.URL)
+		return ratelimit.Limiter(u.Host, rebound.AdaptiveRateLimitConfig{}).Rate()
+	})
+	t.Logf("back above 20/s %v after the server stopped limiting; %d calls refused locally", took, refused)
 }

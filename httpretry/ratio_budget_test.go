@@ -17,7 +17,7 @@ func TestRatioBudget(t *testing.T) {
 	srv := newServer(t, script(http.StatusServiceUnavailable))
 	ratio, _ := rebound.NewRatioBudget(rebound.RatioBudgetConfig{Ratio: 0.5, TTL: time.Minute, Clock: clocktest.New()})
 	conc, _ := rebound.NewConcurrencyBudget(rebound.DefaultConcurrencyBudget())
-	client, _ := newClient(t, httpretry.WithBudget(func(string) rebound.Budget { return rebound.AllBudgets(ratio, conc) }))
+	client, _ := newClient(t, httpretry.WithBudgetPerHost(func(string) rebound.Budget { return rebound.AllBudgets(ratio, conc) }))
 	const requests = 20
 	for range requests {
 		resp, err := client.Get(srv.URL)

@@ -19,7 +19,7 @@ func TestTokenBucketRefund(t *testing.T) {
 			}
 		})
 		b, _ := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 10, RetryCost: 5, TimeoutCost: 10, SuccessRefund: 1, RefundRetryCost: refund})
-		client, _ := newClient(t, httpretry.WithBudget(func(string) rebound.Budget { return b }))
+		client, _ := newClient(t, httpretry.WithBudgetPerHost(func(string) rebound.Budget { return b }))
 		var codes []int
 		for range 3 {
 			resp, err := client.Get(srv.URL)

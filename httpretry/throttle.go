@@ -9,6 +9,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/adaptive"
 	"github.com/rebound-go/rebound/internal/bounded"
+	"github.com/rebound-go/rebound/internal/ratelimit"
 )
 
 // WithAdaptiveThrottle turns on client-side adaptive throttling (see
@@ -17,11 +18,12 @@ import (
 // fails at once, without reaching the server, with an error that unwraps
 // to [rebound.ErrRejectedLocally]; it is not retried, so RoundTrip fails
 // with [rebound.ErrThrottled]. Every response but 429, 502, 503 and 504
-// counts as accepted; so does a request the caller cancelled. Every
-// Transport of the process shares one throttle per host and c; a
-// Transport keeps the throttles of the bounded.DefaultMax (1024) hosts it
-// used last. c's fields must be valid; the zero value means the SRE
-// book's defaults.
+// counts as accepted; so does a request the caller cancelled. A request
+// that [WithAdaptiveRateLimit] keeps home counts neither way: it never
+// reached the host. Every Transport of the process shares one throttle per
+// host and c; a Transport keeps the throttles of the 1024
+// hosts it used last. c's fields must be valid; the zero value
+// means the SRE book's defaults.
 func WithAdaptiveThrottle(c rebound.AdaptiveThrottleConfig) Option {
 	return optionFunc(func(cfg *config) {
 		if err := c.Validate(); err != nil {
@@ -52,7 +54,8 @@ func newGatedBase(base http.RoundTripper, cfg *config) *gatedBase {
 
 func (g *gatedBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	gate, _ := g.gates.Get(r.URL.Host, func() (*adaptive.Gate, error) { return g.mk(r.URL.Host), nil })
-	if !gate.Allow() {
+	at, ok := gate.Allow()
+	if !ok {
 		if r.Body != nil {
 			_ = r.Body.Close()
 		}
@@ -60,6 +63,10 @@ func (g *gatedBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	resp, err := g.base.RoundTrip(r)
 	switch {
+	case ratelimit.IsKeptHome(err):
+		// The rate limit behind the throttle kept it home: not the
+		// server's refusal, nor, cancelled, its answer.
+		gate.Withdraw(at)
 	case err == nil && resp != nil && adaptive.AcceptedStatus(resp.StatusCode),
 		err != nil && errors.Is(err, context.Canceled):
 		gate.Accepted()

@@ -43,7 +43,7 @@ func BenchmarkTracing(b *testing.B) {
 		for _, traced := range []bool{false, true} {
 			name := tc.name + "/off"
 			opts := []httpretry.Option{httpretry.WithClock(clocktest.Instant()),
-				httpretry.WithBudget(func(string) rebound.Budget { return nil })}
+				httpretry.WithBudgetPerHost(func(string) rebound.Budget { return nil })}
 			if traced {
 				name = tc.name + "/on"
 				tp := sdktrace.NewTracerProvider()

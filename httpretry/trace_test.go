@@ -96,8 +96,9 @@ func TestTraceHTTPRetry(t *testing.T) {
 		t.Errorf("url.full %q", v.AsString())
 	}
 	want := []string{
-		"pushback received rebound.attempt=1 rebound.pushback=1",
-		"backoff started rebound.attempt=1 rebound.delay=1",
+		// Retry-After 1, and up to half a second more (a quarter at 0.5).
+		"pushback received rebound.attempt=1 rebound.pushback=1.25",
+		"backoff started rebound.attempt=1 rebound.delay=1.25",
 		"backoff started rebound.attempt=2 rebound.delay=1",
 	}
 	if got := observetest.Events(call); !slices.Equal(got, want) {
@@ -159,7 +160,7 @@ func TestTraceHTTPHedge(t *testing.T) {
 func TestTraceHTTPBodyNotReplayable(t *testing.T) {
 	srv := newServer(t, script(503))
 	tp, exp := observetest.Tracing(t)
-	client, _ := newClient(t, httpretry.WithMaxBufferedBody(0), httpretry.WithTracerProvider(tp))
+	client, _ := newClient(t, httpretry.WithBufferLimits(1, 1), httpretry.WithTracerProvider(tp))
 	// Without GetBody and with no buffering, the body can be sent once.
 	req, _ := http.NewRequest(http.MethodPut, srv.URL, io.NopCloser(strings.NewReader("once")))
 	resp, err := client.Do(req)

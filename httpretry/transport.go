@@ -12,12 +12,15 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/bounded"
 	"github.com/rebound-go/rebound/internal/observe"
+	"github.com/rebound-go/rebound/internal/replay"
 )
 
-// ErrBodyNotReplayable is the reason a request was not retried when its
-// body could not be sent again: it had no GetBody and was larger than
-// [WithMaxBufferedBody] allows.
-var ErrBodyNotReplayable = errors.New("httpretry: request body cannot be replayed")
+// errBodyNotReplayable is the reason a request whose body cannot be sent
+// again (no GetBody, and too large for [WithBufferLimits]) was not
+// retried: it is committed to its one attempt, as a gRPC call whose
+// request outgrew the replay buffer is, and unwraps to
+// rebound.ErrCommitted.
+var errBodyNotReplayable = fmt.Errorf("%w: %s", rebound.ErrCommitted, whyNotReplayable)
 
 var errZeroTransport = errors.New("httpretry: Transport not made by NewTransport")
 
@@ -47,6 +50,10 @@ type Transport struct {
 	// bounded.DefaultMax of them (see package bounded).
 	hosts *bounded.Map[string, *host]
 
+	// buffers holds the request bodies buffered for replay, against
+	// WithBufferLimits.
+	buffers replay.Pool
+
 	mu       sync.Mutex // serializes adding names
 	names    sync.Map   // callName → its name in Stats
 	nnames   int        // guarded by mu
@@ -61,7 +68,7 @@ type callName struct{ method, host string }
 type host struct {
 	retry  *strategy
 	hedger *rebound.Hedger // nil without WithHedging
-	budget rebound.Budget  // the host's budget, for an override's cap; nil for none
+	budget rebound.Budget  // the host's budget and WithBudget's, for an override's cap; nil for none
 }
 
 // NewTransport returns a Transport that sends requests through base
@@ -74,19 +81,23 @@ type host struct {
 //     the request is idempotent ([Idempotent]); a request whose connection
 //     could not be made never reached the server and is retried whatever
 //     its method;
-//   - waiting at least as long as a Retry-After hint asks, in seconds or as
+//   - waiting at least as long as a Retry-After hint asks, and at random
+//     up to half a second more (half the hint, when shorter), so that
+//     clients told the same whole second do not all come back in it; in
+//     seconds or
 //     an HTTP-date ([ParseRetryAfter]); a hint longer than the cap
-//     ([WithRetryAfterCap], 60s by default) returns the response at once
+//     ([WithRetryDelayCap], 60s by default) returns the response at once
 //     and stops retrying with [rebound.ErrRetryDelayTooLong], one that
 //     would pass the request context's deadline with [rebound.ErrDeadline];
 //   - never sleeping past the request context's deadline, and never
 //     retrying once the context is done;
 //   - while the host's budget allows (by default a [rebound.TokenBucket]
-//     per host, see [WithBudget]).
+//     per host, see [WithBudgetPerHost]), and the Transport's, if any
+//     ([WithBudget]).
 //
 // The caller's request is never modified. Each attempt after the first
 // gets a fresh body from GetBody; a body without GetBody is buffered when
-// small enough ([WithMaxBufferedBody]), and otherwise the request gets
+// small enough ([WithBufferLimits]), and otherwise the request gets
 // exactly one attempt. The bodies of responses that are not returned are
 // drained (up to 4 KiB, for at most 50ms, while the request's context
 // lasts) and closed, so that their connections are reused; a longer or
@@ -98,8 +109,9 @@ type host struct {
 // RoundTripper. Otherwise the error says why retrying stopped: it unwraps
 // to a [*rebound.Error], and errors.Is finds the reason
 // ([rebound.ErrAttemptsExhausted], [rebound.ErrThrottled],
-// [rebound.ErrNotRetryable], [rebound.ErrDeadline], [ErrBodyNotReplayable]
-// or the context's cause) and the last attempt's error.
+// [rebound.ErrNotRetryable], [rebound.ErrDeadline], [rebound.ErrCommitted]
+// when the body could not be sent again, or the context's cause) and the
+// last attempt's error.
 //
 // Invalid options do not panic: [Transport.Err] reports them, and every
 // RoundTrip fails with that error, which names the option.
@@ -117,6 +129,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 		return t
 	}
 	t.rec = rec
+	t.buffers.Limits = t.cfg.buffers
 	t.tracer = observe.NewTracer(t.cfg.tracer, "github.com/rebound-go/rebound/httpretry", observe.SystemHTTP)
 	if t.cfg.rateLimit != nil {
 		t.base = newLimitedBase(t.base, t.cfg)
@@ -124,12 +137,12 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if t.cfg.adaptiveThrottle != nil {
 		t.base = newGatedBase(t.base, t.cfg)
 	}
-	probe, err := t.newHost(nil)
+	probe, err := t.newHost(t.cfg.budget)
 	if err != nil {
 		t.err = err
 		return t
 	}
-	if t.cfg.budget == nil || (t.cfg.strategy != nil && t.cfg.hedge == nil) {
+	if t.cfg.budgetPerHost == nil || (t.cfg.strategy != nil && t.cfg.hedge == nil) {
 		t.shared = probe
 	}
 	return t
@@ -167,10 +180,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, errors.New("httpretry: nil Request.URL")
 	}
-	out, err := prepare(req, t.cfg.maxBuffered)
+	out, held, err := prepare(req, &t.buffers)
 	if err != nil {
 		return nil, err
 	}
+	resp, err := t.roundTrip(req, out)
+	t.buffers.Release(held)
+	return resp, err
+}
+
+// roundTrip makes the attempts of req, prepared as out.
+func (t *Transport) roundTrip(req *http.Request, out outgoing) (*http.Response, error) {
 	idempotent, err := t.cfg.headers.keyed(&out, t.cfg.idempotent(req))
 	if err != nil {
 		closeBody(out.first)
@@ -283,7 +303,7 @@ func (t *Transport) end(ctx context.Context, tr *observe.Tracker, attempts int, 
 func (t *Transport) logCommitted(ctx context.Context, err error, attempt int, name, target string) {
 	if se, ok := err.(*statusError); ok && se.overCap > 0 {
 		t.rec.Log(ctx, "rebound: committed", name, target, slog.Int("attempt", attempt),
-			slog.String("why", se.why()), slog.Duration("retry_after", se.overCap), slog.Duration("cap", t.cfg.retryAfterCap))
+			slog.String("why", se.why()), slog.Duration("retry_after", se.overCap), slog.Duration("cap", t.cfg.retryDelayCap))
 	}
 }
 
@@ -428,7 +448,7 @@ func (t *Transport) once(ctx context.Context, r *http.Request, idempotent bool, 
 		t.rec.End(ctx, &c)
 		return resp, nil
 	}
-	var reason error = ErrBodyNotReplayable
+	var reason error = errBodyNotReplayable
 	if ctx := r.Context(); ctx.Err() != nil {
 		reason = context.Cause(ctx)
 	} else if rebound.Classify(checkError(err, idempotent)).Safety == rebound.SafetyNo {
@@ -448,7 +468,19 @@ func (t *Transport) hostFor(name string) (*host, error) {
 	if t.shared != nil {
 		return t.shared, nil
 	}
-	return t.hosts.Get(name, func() (*host, error) { return t.newHost(t.cfg.budget(name)) })
+	return t.hosts.Get(name, func() (*host, error) { return t.newHost(hostBudget(t.cfg.budgetPerHost(name), t.cfg.budget)) })
+}
+
+// hostBudget returns what the retries and hedges of a host spend: its own
+// budget and the Transport's, both of which must allow; nil for neither.
+func hostBudget(own, shared rebound.Budget) rebound.Budget {
+	switch {
+	case own == nil:
+		return shared
+	case shared == nil:
+		return own
+	}
+	return rebound.AllBudgets(own, shared)
 }
 
 func (t *Transport) newHost(b rebound.Budget) (*host, error) {

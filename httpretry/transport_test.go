@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -283,12 +284,15 @@ func TestBodyReplayed(t *testing.T) {
 	}
 }
 
-func TestLargeUnreplayableBodyGetsOneAttempt(t *testing.T) {
+// TestBufferLimitsPerCall: a body without GetBody that is larger than the
+// per-call limit is sent once; one with GetBody is the caller's to replay
+// and takes no room, whatever its size.
+func TestBufferLimitsPerCall(t *testing.T) {
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 256) // 4 KiB
 	for _, size := range []int64{0, int64(len(payload))} {
 		t.Run("ContentLength="+strconv.FormatInt(size, 10), func(t *testing.T) {
 			srv := newServer(t, script(503))
-			client, clk := newClient(t, httpretry.WithMaxBufferedBody(1024))
+			client, clk := newClient(t, httpretry.WithBufferLimits(16<<10, 1024))
 			req, _ := http.NewRequest(http.MethodPut, srv.URL, struct{ io.Reader }{bytes.NewReader(payload)})
 			req.ContentLength = size
 			resp, err := client.Do(req)
@@ -303,14 +307,116 @@ func TestLargeUnreplayableBodyGetsOneAttempt(t *testing.T) {
 			}
 		})
 	}
+	t.Run("GetBody", func(t *testing.T) {
+		srv := newServer(t, script(503, 200))
+		client, _ := newClient(t, httpretry.WithBufferLimits(1, 1))
+		req, _ := http.NewRequest(http.MethodPut, srv.URL, bytes.NewReader(payload))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 || readAll(t, resp) != "attempt 2" || !bytes.Equal(srv.body(1), payload) {
+			t.Fatalf("got %d after %d attempts, want 200 after 2 with the body replayed", resp.StatusCode, srv.attempts())
+		}
+	})
 }
 
+// TestBufferLimitsTotal: the bodies a Transport buffers at once share its
+// total; a request whose body would pass it is sent once, and what a
+// request held is given back when its RoundTrip returns.
+func TestBufferLimitsTotal(t *testing.T) {
+	const requests = 3
+	arrived := make(chan struct{}, requests)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := newServer(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("X-Request")]++
+		n := seen[r.Header.Get("X-Request")]
+		mu.Unlock()
+		if n == 1 && r.Header.Get("X-Request") != "after" {
+			// Hold every first attempt until all three have arrived, so
+			// that all three bodies are buffered at once.
+			arrived <- struct{}{}
+			<-release
+			w.WriteHeader(503)
+			return
+		}
+		if n == 1 {
+			w.WriteHeader(503)
+			return
+		}
+		w.WriteHeader(200)
+	})
+	// Two 1000-byte bodies fit in 2500 bytes; a third does not.
+	client, _ := newClient(t, httpretry.WithBufferLimits(2500, 1000))
+	body := bytes.Repeat([]byte("x"), 1000)
+	send := func(id string) (int, error) {
+		req, _ := http.NewRequest(http.MethodPut, srv.URL, struct{ io.Reader }{bytes.NewReader(body)})
+		req.ContentLength = int64(len(body))
+		req.Header.Set("X-Request", id)
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	codes := make(chan int, requests)
+	for i := range requests {
+		go func() {
+			code, err := send(strconv.Itoa(i))
+			if err != nil {
+				t.Error(err)
+			}
+			codes <- code
+		}()
+	}
+	for range requests {
+		select {
+		case <-arrived:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the three first attempts did not all arrive")
+		}
+	}
+	close(release)
+	got := map[int]int{}
+	for range requests {
+		got[<-codes]++
+	}
+	if got[200] != 2 || got[503] != 1 {
+		t.Fatalf("statuses %v: want two requests retried to 200 and the one past the total sent once (503)", got)
+	}
+	mu.Lock()
+	attempts := 0
+	for _, n := range seen {
+		attempts += n
+	}
+	mu.Unlock()
+	if attempts != 5 {
+		t.Fatalf("%d attempts at the server, want 5 (2+2+1)", attempts)
+	}
+	// Every RoundTrip gave its room back: a request alone is retried.
+	if code, err := send("after"); err != nil || code != 200 {
+		t.Fatalf("a later request: %d, %v; want 200 after a retry", code, err)
+	}
+}
+
+// TestUnreplayableBodyError: a request whose body cannot be sent again is
+// committed to its one attempt, as a gRPC call whose request outgrew the
+// replay buffer is: it fails with rebound.ErrCommitted as the reason, and
+// the text says why.
 func TestUnreplayableBodyError(t *testing.T) {
-	client, _ := newClient(t, httpretry.WithMaxBufferedBody(0))
-	req, _ := http.NewRequest(http.MethodPut, "http://"+closedAddr(t), struct{ io.Reader }{strings.NewReader("x")})
+	client, _ := newClient(t, httpretry.WithBufferLimits(1, 1))
+	req, _ := http.NewRequest(http.MethodPut, "http://"+closedAddr(t), struct{ io.Reader }{strings.NewReader("xy")})
 	_, err := client.Do(req)
-	if !errors.Is(err, httpretry.ErrBodyNotReplayable) || !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Fatalf("err = %v, want ErrBodyNotReplayable wrapping the dial error", err)
+	var re *rebound.Error
+	if !errors.As(err, &re) || !errors.Is(re.Reason, rebound.ErrCommitted) || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("err = %v, want rebound.ErrCommitted as the reason, and the dial error", err)
+	}
+	if !strings.Contains(err.Error(), "httpretry: gave up after 1 attempt (call committed: request body cannot be replayed): ") {
+		t.Fatalf("err = %q, want it to say the body could not be replayed", err)
 	}
 }
 
@@ -336,9 +442,11 @@ func TestRetryAfterIsMinimumDelay(t *testing.T) {
 		value  func(*clocktest.Clock) string
 		sleeps []time.Duration
 	}{
-		{"seconds", func(*clocktest.Clock) string { return "3" }, []time.Duration{3 * time.Second, 3 * time.Second}},
+		// A hint waits up to half a second more: a quarter, with the
+		// random source at 0.5.
+		{"seconds", func(*clocktest.Clock) string { return "3" }, []time.Duration{3250 * time.Millisecond, 3250 * time.Millisecond}},
 		{"below backoff", func(*clocktest.Clock) string { return "0" }, []time.Duration{500 * time.Millisecond, time.Second}},
-		{"http-date", in7s, []time.Duration{7 * time.Second, time.Second}}, // the date is then past
+		{"http-date", in7s, []time.Duration{7250 * time.Millisecond, time.Second}}, // the date is then past
 		{"invalid", func(*clocktest.Clock) string { return "soon" }, []time.Duration{500 * time.Millisecond, time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -360,7 +468,7 @@ func TestRetryAfterIsMinimumDelay(t *testing.T) {
 
 func TestRetryAfterBeyondCap(t *testing.T) {
 	srv := newServer(t, retryAfter("11", 503, 200))
-	client, clk := newClient(t, httpretry.WithRetryAfterCap(10*time.Second))
+	client, clk := newClient(t, httpretry.WithRetryDelayCap(10*time.Second))
 	resp, err := client.Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -379,7 +487,7 @@ func TestDeadline(t *testing.T) {
 		handler func(n int, w http.ResponseWriter, r *http.Request)
 		opts    []httpretry.Option
 	}{
-		{"Retry-After", retryAfter("120", 503, 200), []httpretry.Option{httpretry.WithRetryAfterCap(time.Hour)}},
+		{"Retry-After", retryAfter("120", 503, 200), []httpretry.Option{httpretry.WithRetryDelayCap(time.Hour)}},
 		{"backoff", script(503, 200), []httpretry.Option{httpretry.WithBackoff(rebound.Backoff{Initial: 10 * time.Minute, Max: 10 * time.Minute, Multiplier: 2})}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -582,7 +690,7 @@ func TestBudgetPerHost(t *testing.T) {
 		}
 		return bucket
 	}
-	client, _ := newClient(t, httpretry.WithBudget(budget))
+	client, _ := newClient(t, httpretry.WithBudgetPerHost(budget))
 	for _, step := range []struct {
 		srv      *server
 		attempts int // the server's total after the request
@@ -613,7 +721,7 @@ func TestBudgetThrottle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, _ := newClient(t, httpretry.WithBudget(func(string) rebound.Budget { return throttle }))
+	client, _ := newClient(t, httpretry.WithBudgetPerHost(func(string) rebound.Budget { return throttle }))
 	// Each failure takes a token; retries stop at half of 4.
 	for i, want := range []int{2, 3} {
 		resp, err := client.Get(srv.URL)
@@ -629,7 +737,7 @@ func TestBudgetThrottle(t *testing.T) {
 
 func TestNoBudget(t *testing.T) {
 	srv := newServer(t, script(503))
-	client, _ := newClient(t, httpretry.WithBudget(nil), httpretry.WithMaxAttempts(5))
+	client, _ := newClient(t, httpretry.WithBudgetPerHost(nil), httpretry.WithMaxAttempts(5))
 	for range 30 { // 120 retries, more than the default bucket's 100
 		resp, err := client.Get(srv.URL)
 		if err != nil {
@@ -639,6 +747,184 @@ func TestNoBudget(t *testing.T) {
 	}
 	if srv.attempts() != 150 {
 		t.Fatalf("server saw %d attempts, want 150", srv.attempts())
+	}
+}
+
+// TestRetriesDisabled: WithRetriesDisabled sends every request once,
+// whatever the options and overrides that would add attempts or hedges.
+func TestRetriesDisabled(t *testing.T) {
+	policy, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 3, Backoff: rebound.DefaultBackoff()},
+		rebound.WithClock(clocktest.NewAuto()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		opts []httpretry.Option
+		ov   *rebound.Override
+	}{
+		{"alone", nil, nil},
+		{"after WithMaxAttempts", []httpretry.Option{httpretry.WithMaxAttempts(5)}, nil},
+		{"before WithMaxAttempts", []httpretry.Option{httpretry.WithRetriesDisabled(), httpretry.WithMaxAttempts(5)}, nil},
+		{"with hedging", []httpretry.Option{httpretry.WithHedging(0, 3)}, nil},
+		{"with a strategy", []httpretry.Option{httpretry.WithStrategy(policy)}, nil},
+		{"with a trusted override", []httpretry.Option{httpretry.WithTrustedOverrides()}, &rebound.Override{MaxAttempts: 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, script(503, 200))
+			base := &http.Transport{}
+			t.Cleanup(base.CloseIdleConnections)
+			// A fake clock, and no WithRandom, which WithStrategy refuses:
+			// a retry would not wait, and would show.
+			tr := httpretry.NewTransport(base, append(tc.opts, httpretry.WithClock(clocktest.NewAuto()), httpretry.WithRetriesDisabled())...)
+			if err := tr.Err(); err != nil {
+				t.Fatal(err)
+			}
+			client := &http.Client{Transport: tr}
+			var n int
+			ctx := httpretry.CountAttempts(context.Background(), &n)
+			if tc.ov != nil {
+				ctx = httpretry.Override(ctx, *tc.ov)
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 503 || srv.attempts() != 1 || n != 1 {
+				t.Fatalf("got %d; the server saw %d attempts, CountAttempts %d; want 503 after 1", resp.StatusCode, srv.attempts(), n)
+			}
+		})
+	}
+}
+
+// TestBudgetShared: WithBudget's budget is one for every host, and it must
+// allow each retry beside the host's own (the default token bucket, which
+// never runs short here, or none): three retries' worth of tokens, spent
+// by whichever hosts fail first.
+func TestBudgetShared(t *testing.T) {
+	for name, perHost := range map[string][]httpretry.Option{
+		"default per host": nil,
+		"none per host":    {httpretry.WithBudgetPerHost(nil)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := newServer(t, script(503))
+			b := newServer(t, script(503))
+			shared, err := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 15, RetryCost: 5, TimeoutCost: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			client, _ := newClient(t, append(perHost, httpretry.WithBudget(shared))...)
+			for i, step := range []struct {
+				srv      *server
+				attempts int // the server's total after the request
+			}{
+				{a, 3}, // two retries: one left
+				{b, 2}, // b's own budget allows, the shared one one retry
+				{a, 4}, // nothing left for either host
+				{b, 3},
+			} {
+				resp, err := client.Get(step.srv.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 503 || step.srv.attempts() != step.attempts {
+					t.Fatalf("request %d: got %d with %d attempts, want 503 with %d", i+1, resp.StatusCode, step.srv.attempts(), step.attempts)
+				}
+			}
+		})
+	}
+}
+
+// TestBudgetSharedAndPerHost: a retry needs the leave of both the host's
+// budget and WithBudget's, and a refusal by one spends nothing of the
+// other.
+func TestBudgetSharedAndPerHost(t *testing.T) {
+	a := newServer(t, script(503))
+	b := newServer(t, script(503))
+	shared, err := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 15, RetryCost: 5, TimeoutCost: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perHost := func(string) rebound.Budget {
+		bucket, err := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 5, RetryCost: 5, TimeoutCost: 10})
+		if err != nil {
+			t.Error(err)
+		}
+		return bucket
+	}
+	client, _ := newClient(t, httpretry.WithBudget(shared), httpretry.WithBudgetPerHost(perHost))
+	for i, step := range []struct {
+		srv      *server
+		attempts int
+	}{
+		{a, 2}, // a's own bucket allows one retry; the shared one had three
+		{a, 3}, // a's is empty: its refusal took nothing from the shared one
+		{b, 2}, // b's own allows one, and the shared one its second
+	} {
+		resp, err := client.Get(step.srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if step.srv.attempts() != step.attempts {
+			t.Fatalf("request %d: server saw %d attempts in all, want %d", i+1, step.srv.attempts(), step.attempts)
+		}
+	}
+	if got := shared.Tokens(); got != 5 {
+		t.Errorf("shared bucket holds %d tokens, want 5 (two retries taken)", got)
+	}
+}
+
+// TestBudgetSharedHedges: hedges spend WithBudget's budget too, across
+// hosts.
+func TestBudgetSharedHedges(t *testing.T) {
+	a := newServer(t, script(503))
+	b := newServer(t, script(503))
+	shared, err := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 5, RetryCost: 5, TimeoutCost: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _ := newClient(t, httpretry.WithHedging(0, 3), httpretry.WithBudget(shared))
+	for _, srv := range []*server{a, b} {
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if a.attempts() != 2 || b.attempts() != 1 {
+		t.Fatalf("servers saw %d and %d attempts, want 2 (one hedge, all the shared budget allows) and 1", a.attempts(), b.attempts())
+	}
+}
+
+// TestBudgetWithStrategy: with WithStrategy the strategy decides retries;
+// WithBudget and WithBudgetPerHost apply to hedges only.
+func TestBudgetWithStrategy(t *testing.T) {
+	srv := newServer(t, script(503))
+	clk := clocktest.NewAuto()
+	policy, err := rebound.NewRetrier(rebound.RetryPolicy{MaxAttempts: 3, Backoff: rebound.DefaultBackoff()},
+		rebound.WithClock(clk), rebound.WithRandom(clocktest.NewRand(0.25)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, err := rebound.NewTokenBucket(rebound.TokenBucketConfig{Capacity: 4, RetryCost: 5, TimeoutCost: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := &http.Transport{}
+	t.Cleanup(base.CloseIdleConnections)
+	client := &http.Client{Transport: httpretry.NewTransport(base, httpretry.WithStrategy(policy),
+		httpretry.WithBudget(empty), httpretry.WithBudgetPerHost(func(string) rebound.Budget { return empty }))}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if srv.attempts() != 3 {
+		t.Fatalf("server saw %d attempts, want the strategy's 3", srv.attempts())
 	}
 }
 
@@ -695,7 +981,7 @@ func TestInvalidOptions(t *testing.T) {
 	}{
 		{[]httpretry.Option{httpretry.WithMaxAttempts(0)}, "httpretry: WithMaxAttempts: n must be >= 1, got 0"},
 		{[]httpretry.Option{httpretry.WithBackoff(rebound.Backoff{})}, "httpretry: WithBackoff: rebound: Backoff.Initial must be > 0, got 0s"},
-		{[]httpretry.Option{httpretry.WithRetryAfterCap(0)}, "httpretry: WithRetryAfterCap: d must be > 0, got 0s"},
+		{[]httpretry.Option{httpretry.WithRetryDelayCap(0)}, "httpretry: WithRetryDelayCap: d must be > 0, got 0s"},
 		{[]httpretry.Option{httpretry.WithRetryableStatus(503, 600)}, "httpretry: WithRetryableStatus: codes[1] must be in [100, 599], got 600"},
 		{[]httpretry.Option{httpretry.WithIdempotent(nil)}, "httpretry: WithIdempotent: nil predicate"},
 		{[]httpretry.Option{httpretry.WithStrategy(nil)}, "httpretry: WithStrategy: nil Strategy"},
@@ -703,7 +989,8 @@ func TestInvalidOptions(t *testing.T) {
 		{[]httpretry.Option{httpretry.WithHedging(0, 0)}, "httpretry: WithHedging: maxAttempts must be >= 1, got 0"},
 		{[]httpretry.Option{httpretry.WithClock(nil)}, "httpretry: WithClock: nil Clock"},
 		{[]httpretry.Option{httpretry.WithRandom(nil)}, "httpretry: WithRandom: nil Random"},
-		{[]httpretry.Option{httpretry.WithMaxBufferedBody(-1)}, "httpretry: WithMaxBufferedBody: n must be >= 0, got -1"},
+		{[]httpretry.Option{httpretry.WithBufferLimits(10, 20)}, "httpretry: WithBufferLimits: need 0 < perCall <= total, got total 10, perCall 20"},
+		{[]httpretry.Option{httpretry.WithBufferLimits(0, 0)}, "httpretry: WithBufferLimits: need 0 < perCall <= total, got total 0, perCall 0"},
 		{[]httpretry.Option{httpretry.WithMeterProvider(nil)}, "httpretry: WithMeterProvider: nil MeterProvider"},
 		{[]httpretry.Option{httpretry.WithLogger(nil)}, "httpretry: WithLogger: nil Logger"},
 		{[]httpretry.Option{nil}, "httpretry: opts[0]: nil Option"},
@@ -743,4 +1030,31 @@ type closeRecorder struct {
 func (c *closeRecorder) Close() error {
 	c.closed.Store(true)
 	return nil
+}
+
+// Clients told the same Retry-After come back spread over up to half a
+// second after it (half the hint, when shorter), not in one wave.
+func TestRetryAfterSpread(t *testing.T) {
+	for _, tc := range []struct {
+		hint string
+		u    float64
+		want time.Duration
+	}{
+		{"1", 0, time.Second},
+		{"1", 0.5, 1250 * time.Millisecond},
+		{"1", 0.999, 1499500 * time.Microsecond},
+		{"10", 0.5, 10250 * time.Millisecond},
+		{"0", 0.999, 999 * time.Millisecond}, // nothing to spread: the backoff, 1s × 0.999, decides
+	} {
+		client, clk := newClient(t, httpretry.WithRandom(clocktest.NewRand(tc.u)))
+		srv := newServer(t, retryAfter(tc.hint, 503, 200))
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		if got := clk.Sleeps(); len(got) != 1 || got[0] != tc.want {
+			t.Errorf("Retry-After %s, random %v: waited %v, want %v", tc.hint, tc.u, got, tc.want)
+		}
+	}
 }

@@ -12,7 +12,7 @@ import (
 // caller's knowledge, not something a service config can express.
 //
 // The policy retries only UNAVAILABLE, the one code AIP-194 calls retryable.
-// It makes at most DefaultMaxAttempts (5) attempts, since more would be
+// It makes at most DefaultMaxAttemptsCap (5) attempts, since more would be
 // clamped by default anyway. The backoff bound starts at 0.1s and doubles,
 // giving bounds of 0.1s, 0.2s, 0.4s and 0.8s: at most 1.5s of waiting in all,
 // short enough for a call with a typical deadline, long enough to outlast a
@@ -26,7 +26,7 @@ func AIP194(names ...Name) MethodConfig {
 	return MethodConfig{
 		Names: slices.Clone(names),
 		RetryPolicy: &RetryPolicy{
-			MaxAttempts:          DefaultMaxAttempts,
+			MaxAttempts:          DefaultMaxAttemptsCap,
 			InitialBackoff:       100 * time.Millisecond,
 			MaxBackoff:           5 * time.Second,
 			BackoffMultiplier:    2,
@@ -99,20 +99,40 @@ func (c *Config) lintCodes(ws []Warning, key codeKey, set CodeSet) []Warning {
 	}
 	slices.SortStableFunc(list, func(a, b found) int { return a.ref.offset - b.ref.offset })
 	for _, f := range list {
-		w := Warning{Path: at}
+		w := Warning{Path: at, Message: lintMessage(f.code)}
 		if f.ok {
 			w.Path = string(appendIndex([]byte(at), f.ref.index))
 			w.Line, w.Column = f.ref.line, f.ref.col
 		}
-		switch {
-		case f.code == OK:
-			w.Message = "OK should never be retried automatically (AIP-194); it is a success, so listing it has no effect"
-		case aip194Never.Has(f.code):
-			w.Message = f.code.String() + " should never be retried automatically (AIP-194)"
-		default:
-			w.Message = f.code.String() + " should generally not be retried automatically (AIP-194)"
-		}
 		ws = append(ws, w)
 	}
 	return ws
+}
+
+// lintMessage is Lint's warning about code, which AIP-194 advises
+// against retrying.
+func lintMessage(code Code) string {
+	switch {
+	case code == OK:
+		return "OK should never be retried automatically (AIP-194); it is a success, so listing it has no effect"
+	case aip194Never.Has(code):
+		return code.String() + " should never be retried automatically (AIP-194)"
+	}
+	return code.String() + " should generally not be retried automatically (AIP-194)"
+}
+
+// lint reports Lint's warnings for every code list the parser read, as
+// [IncludeLint] asks, valid or not: the lists of entries that name a
+// method, where each code was first written.
+func (p *parser) lint() {
+	for key, ref := range p.codePos {
+		if key.methodConfig < 0 || !(aip194Never | aip194Generally).Has(key.code) {
+			continue
+		}
+		list := key
+		list.code = 0
+		p.reportAt(&p.warns, ref.offset, ref.offset,
+			func() string { return string(appendIndex([]byte(p.codeLists[list]), ref.index)) },
+			func() string { return lintMessage(key.code) })
+	}
 }

@@ -1,7 +1,9 @@
 package serviceconfig_test
 
 import (
+	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -156,4 +158,69 @@ func TestLint(t *testing.T) {
 		"methodConfig[0].retryPolicy.retryableStatusCodes: CANCELLED should never be retried automatically (AIP-194)",
 		"methodConfig[0].retryPolicy.retryableStatusCodes: INTERNAL should generally not be retried automatically (AIP-194)",
 	})
+}
+
+// IncludeLint puts Lint's warnings among Parse's, in document order, for a
+// valid config (the same as Lint's) and for an invalid one, beside its
+// errors; entries that name no method are not linted.
+func TestIncludeLint(t *testing.T) {
+	valid := `{"methodConfig":[
+	  {"name":[{"service":"a.B"}], "retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,
+	    "retryableStatusCodes":["UNAVAILABLE", "invalid_argument", 13, "ok", "INVALID_ARGUMENT", 8]}},
+	  {"name":[{}], "hedgingPolicy":{"maxAttempts":3,"nonFatalStatusCodes":["aborted", "UNAVAILABLE"]}}
+	]}`
+	c, err := serviceconfig.Parse([]byte(valid), serviceconfig.IncludeLint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLines(t, "Warnings with IncludeLint", warningLines(c.Warnings), []string{
+		"methodConfig[0].retryPolicy.retryableStatusCodes[1]: INVALID_ARGUMENT should never be retried automatically (AIP-194)",
+		"methodConfig[0].retryPolicy.retryableStatusCodes[2]: INTERNAL should generally not be retried automatically (AIP-194)",
+		"methodConfig[0].retryPolicy.retryableStatusCodes[3]: OK should never be retried automatically (AIP-194); it is a success, so listing it has no effect",
+		"methodConfig[0].retryPolicy.retryableStatusCodes[4]: duplicate status code INVALID_ARGUMENT (also at methodConfig[0].retryPolicy.retryableStatusCodes[1])",
+		"methodConfig[0].retryPolicy.retryableStatusCodes[5]: RESOURCE_EXHAUSTED should generally not be retried automatically (AIP-194)",
+		"methodConfig[1].hedgingPolicy.nonFatalStatusCodes[0]: ABORTED should generally not be retried automatically (AIP-194)",
+	})
+	// The same findings, places included, as Parse's warnings and Lint's
+	// together.
+	plain, err := serviceconfig.Parse([]byte(valid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := append(slices.Clone(plain.Warnings), serviceconfig.Lint(plain)...)
+	if got := c.Warnings; len(got) != len(both) {
+		t.Fatalf("%d warnings, want %d", len(got), len(both))
+	}
+	for _, w := range both {
+		if !slices.Contains(c.Warnings, w) {
+			t.Errorf("IncludeLint lacks %+v", w)
+		}
+	}
+
+	// An invalid config: its errors, and the advice on every code list
+	// written, whatever else is wrong; not the unnamed entry's.
+	invalid := "{\"methodConfig\":[{\"name\":[{\"service\":\"a.B\"}],\"retryPolicy\":{\"maxAttempts\":2,\"initialBackoff\":\"0.1\",\n" +
+		"\"maxBackoff\":\"1s\",\"backoffMultiplier\":2,\"retryableStatusCodes\":[\"OK\",\"NOPE\",\"INTERNAL\"]}},\n" +
+		"{\"retryPolicy\":{\"retryableStatusCodes\":[\"OK\"]}}]}"
+	_, err = serviceconfig.Parse([]byte(invalid), serviceconfig.IncludeLint())
+	var pe *serviceconfig.ParseError
+	if !errors.As(err, &pe) {
+		t.Fatalf("err = %v, want a *ParseError", err)
+	}
+	checkLines(t, "warnings of an invalid config", warningLines(pe.Warnings), []string{
+		"methodConfig[0].retryPolicy.retryableStatusCodes[0]: OK should never be retried automatically (AIP-194); it is a success, so listing it has no effect",
+		"methodConfig[0].retryPolicy.retryableStatusCodes[2]: INTERNAL should generally not be retried automatically (AIP-194)",
+		`methodConfig[1]: no "name" list, so this entry applies to no method`,
+	})
+	if w := pe.Warnings[0]; w.Line != 2 || w.Column != 65 {
+		t.Errorf("OK's warning at %d:%d, want 2:65", w.Line, w.Column)
+	}
+	if len(pe.Errors) < 2 {
+		t.Errorf("errors %v, want the backoff's and NOPE's at least", pe.Errors)
+	}
+	// Without the option, Parse gives no advice.
+	_, err = serviceconfig.Parse([]byte(invalid))
+	if !errors.As(err, &pe) || len(pe.Warnings) != 1 {
+		t.Errorf("without IncludeLint: %v", pe.Warnings)
+	}
 }

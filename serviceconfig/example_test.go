@@ -113,6 +113,30 @@ func ExampleLint() {
 	// methodConfig[0].retryPolicy.retryableStatusCodes[2]: INTERNAL should generally not be retried automatically (AIP-194)
 }
 
+// With IncludeLint, one call reports every problem of a config, valid or
+// not: here a misspelled field, an invalid duration and a code AIP-194
+// advises against retrying.
+func ExampleIncludeLint() {
+	_, err := serviceconfig.Parse([]byte(`{"methodConfig": [{
+	  "name": [{"service": "shop.Cart"}],
+	  "retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.1", "maxBackoff": "1s", "backoffMultiplier": 2,
+	                  "retryableStatusCodes": ["UNAVAILABLE", "INVALID_ARGUMENT"]}
+	}], "retryThrotling": {"maxTokens": 10, "tokenRatio": 0.1}}`), serviceconfig.IncludeLint())
+	var pe *serviceconfig.ParseError
+	if errors.As(err, &pe) {
+		for _, e := range pe.Errors {
+			fmt.Println("error:", e)
+		}
+		for _, w := range pe.Warnings {
+			fmt.Println("warning:", w)
+		}
+	}
+	// Output:
+	// error: serviceconfig: methodConfig[0].retryPolicy.initialBackoff: invalid duration "0.1": missing "s" suffix
+	// warning: methodConfig[0].retryPolicy.retryableStatusCodes[1]: INVALID_ARGUMENT should never be retried automatically (AIP-194)
+	// warning: retryThrotling: unknown field, ignored (did you mean "retryThrottling"?)
+}
+
 func ExampleAIP194() {
 	mc := serviceconfig.AIP194(serviceconfig.Name{Service: "library.Library", Method: "GetBook"})
 	c := &serviceconfig.Config{MethodConfigs: []serviceconfig.MethodConfig{mc}}

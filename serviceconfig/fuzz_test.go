@@ -1,6 +1,7 @@
 package serviceconfig_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"math"
@@ -17,6 +18,7 @@ import (
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		``, `{}`, `[]`, `null`, `{"a":1,"a":2}`, `{"x":[[[[]]]]}`,
+		"\ufeff{\"retryThrotling\":{},\"methodConfg\":[]}",
 		lookupConfig,
 		retryConfig(validRetry),
 		hedgeConfig(validHedge),
@@ -37,11 +39,12 @@ func FuzzParse(f *testing.F) {
 		if (c == nil) == (err == nil) {
 			t.Fatalf("Parse = %v, %v: want exactly one nil", c, err)
 		}
+		checkIncludeLint(t, data, c, err)
 		if err != nil {
 			checkParseError(t, data, err)
 			return
 		}
-		if !json.Valid(data) {
+		if !json.Valid(withoutBOM(data)) {
 			t.Fatalf("Parse accepted invalid JSON")
 		}
 		checkInvariants(t, data, c)
@@ -77,9 +80,39 @@ func checkParseError(t *testing.T, data []byte, err error) {
 	for _, w := range perr.Warnings {
 		checkPlace(t, data, w.Line, w.Column, w.String())
 	}
-	if !json.Valid(data) {
+	if !json.Valid(withoutBOM(data)) {
 		if n := len(u.Unwrap()); n != 1 || !strings.HasPrefix(err.Error(), "serviceconfig: invalid JSON") {
 			t.Fatalf("invalid JSON gave %d errors: %v", n, err)
+		}
+	}
+}
+
+// withoutBOM returns data without the UTF-8 byte order mark that Parse
+// reads past.
+func withoutBOM(data []byte) []byte {
+	rest, _ := bytes.CutPrefix(data, []byte("\ufeff"))
+	return rest
+}
+
+// checkIncludeLint checks that IncludeLint changes nothing but the
+// warnings, to which it only adds: the same config or the same errors.
+func checkIncludeLint(t *testing.T, data []byte, c *serviceconfig.Config, err error) {
+	t.Helper()
+	lc, lerr := serviceconfig.Parse(data, serviceconfig.IncludeLint())
+	var pe, lpe *serviceconfig.ParseError
+	switch {
+	case (lerr == nil) != (err == nil):
+		t.Fatalf("IncludeLint changed the verdict: %v, then %v", err, lerr)
+	case err != nil:
+		if lerr.Error() != err.Error() {
+			t.Fatalf("IncludeLint changed the errors:\n%v\nthen\n%v", err, lerr)
+		}
+		if errors.As(err, &pe) && errors.As(lerr, &lpe) && len(lpe.Warnings) < len(pe.Warnings) {
+			t.Fatalf("IncludeLint dropped warnings: %v, then %v", pe.Warnings, lpe.Warnings)
+		}
+	default:
+		if !reflect.DeepEqual(c.MethodConfigs, lc.MethodConfigs) || len(lc.Warnings) < len(c.Warnings) {
+			t.Fatalf("IncludeLint changed the config or dropped warnings")
 		}
 	}
 }
@@ -113,7 +146,7 @@ func checkInvariants(t *testing.T, data []byte, c *serviceconfig.Config) {
 				rp.PerAttemptRecvTimeout < 0 {
 				t.Fatalf("methodConfig[%d]: invalid retry policy accepted: %+v", i, *rp)
 			}
-			if a := rp.Attempts(0); a < 2 || a > serviceconfig.DefaultMaxAttempts {
+			if a := rp.Attempts(0); a < 2 || a > serviceconfig.DefaultMaxAttemptsCap {
 				t.Fatalf("Attempts(0) = %d", a)
 			}
 			for retry := 1; retry < 70; retry++ {

@@ -17,6 +17,9 @@ import (
 // a corrupt or hostile one can cost.
 const DefaultMaxBytes = 4 << 20
 
+// utf8BOM is the UTF-8 encoding of U+FEFF, the byte order mark.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 // maxProblems is how many errors, and how many warnings, Parse reports; it
 // counts the rest in a final "and N more" entry.
 const maxProblems = 100
@@ -24,11 +27,26 @@ const maxProblems = 100
 // ParseOption changes how [Parse] reads a config. [MaxBytes] makes one.
 type ParseOption interface{ apply(*parseOptions) }
 
-type parseOptions struct{ maxBytes int }
+type parseOptions struct {
+	maxBytes int
+	lint     bool
+}
 
 type maxBytesOption int
 
 func (o maxBytesOption) apply(p *parseOptions) { p.maxBytes = int(o) }
+
+type lintOption struct{}
+
+func (lintOption) apply(p *parseOptions) { p.lint = true }
+
+// IncludeLint makes [Parse] report the warnings of [Lint] among its own, in
+// document order, whether or not the config is valid: in Config.Warnings,
+// or beside the errors in a [*ParseError]. A tool that shows every problem
+// of a config at once needs nothing more; calling Lint on the Config as
+// well would repeat them. Entries that name no method are not linted, as
+// Lint leaves them out.
+func IncludeLint() ParseOption { return lintOption{} }
 
 // MaxBytes sets the size limit of Parse's input to n bytes; a larger input
 // is rejected before it is read. n < 1 means [DefaultMaxBytes]; math.MaxInt
@@ -66,8 +84,14 @@ func MaxBytes(n int) ParseOption {
 //     status codes.
 //   - null for any field means the field is absent.
 //   - Unknown fields are accepted for forward compatibility and reported in
-//     Config.Warnings, with a hint when they differ from a known field only
-//     in underscores or dashes. Objects in unknown fields are not inspected.
+//     Config.Warnings, naming the known field of the same object that the
+//     key most likely misspells: the nearest within 1 to 3 edits (a letter
+//     added, dropped, changed, or two swapped; more for longer names),
+//     ignoring letter case, underscores and dashes. Objects in unknown
+//     fields are not inspected.
+//   - A UTF-8 byte order mark before the JSON is read past, with a warning:
+//     RFC 8259 allows a parser to ignore it, but grpc-go rejects a config
+//     that starts with one. Lines and columns are counted after it.
 //     The gRPC fields loadBalancingConfig and healthCheckConfig are kept as
 //     written, without being checked: grpc-go checks them when grpcretry
 //     hands them over.
@@ -76,7 +100,7 @@ func MaxBytes(n int) ParseOption {
 //     checked). Kept, a list of "{}" would cost a 72-byte MethodConfig for
 //     every 3 bytes of input. A name with a method but no service is an error,
 //     as is the same name appearing twice anywhere in the config.
-//   - maxAttempts above [DefaultMaxAttempts] is kept as written, with a
+//   - maxAttempts above [DefaultMaxAttemptsCap] is kept as written, with a
 //     warning; integers too large for an int saturate.
 //   - Status codes may be listed more than once (with a warning). OK is
 //     accepted, since it is a valid code; [Lint] flags it. Code names are
@@ -132,13 +156,29 @@ func Parse(data []byte, opts ...ParseOption) (*Config, error) {
 			Message: fmt.Sprintf("the config is %d bytes, more than the limit of %d bytes (set with serviceconfig.MaxBytes)", len(data), o.maxBytes),
 		}}}
 	}
+	// A byte order mark is read past with a warning: RFC 8259 lets a
+	// parser ignore it, and editors on Windows write one, but grpc-go's
+	// parser (encoding/json) rejects the config. Lines and columns are
+	// counted after it, as editors count them.
+	var bom []Warning
+	if rest, ok := bytes.CutPrefix(data, utf8BOM); ok {
+		data = rest
+		bom = []Warning{{Line: 1, Column: 1, Message: "the config starts with a UTF-8 byte order mark (U+FEFF), ignored here; " +
+			`grpc-go rejects it ("invalid character 'ï' looking for beginning of value"), so save the file without one`}}
+	}
 	if e := checkJSON(data); e != nil {
 		e.Line, e.Column = position(data, e.offset)
 		e.Message = fmt.Sprintf("%s (line %d, column %d)", e.Message, e.Line, e.Column)
-		return nil, &ParseError{Errors: []*Error{e}}
+		return nil, &ParseError{Errors: []*Error{e}, Warnings: bom}
 	}
 	p := &parser{d: doc{data: data}, names: make(map[Name]nameRef), codePos: make(map[codeKey]codeRef)}
+	if bom != nil {
+		p.reportAt(&p.warns, -1, 0, func() string { return "" }, func() string { return bom[0].Message })
+	}
 	c := p.config(p.d.valueAt(0))
+	if o.lint {
+		p.lint()
+	}
 	errs, warns := p.finish()
 	if len(errs) > 0 {
 		return nil, &ParseError{Errors: errs, Warnings: warns}
@@ -236,6 +276,7 @@ type problem struct {
 	at         int // byte offset of the value or key it is about
 	path       string
 	msg        string
+	suggest    string // for an unknown field, the known one it likely misspells
 }
 
 func (a *problem) less(b *problem) bool {
@@ -253,12 +294,25 @@ type problems struct {
 // report records a problem at byte offset at, ordered at order, under the
 // current path. msg is called only if the problem is kept.
 func (p *parser) report(ps *problems, order, at int, msg func() string) {
+	p.reportAt(ps, order, at, p.pathString, msg)
+}
+
+// reportAt records a problem as report does, under the path that path
+// returns; path and msg are called only if the problem is kept.
+func (p *parser) reportAt(ps *problems, order, at int, path, msg func() string) {
+	p.reportProblem(ps, order, at, path, func() (string, string) { return msg(), "" })
+}
+
+// reportProblem records a problem as reportAt does; fill returns its
+// message and suggestion, and is called only if the problem is kept.
+func (p *parser) reportProblem(ps *problems, order, at int, path func() string, fill func() (msg, suggest string)) {
 	ps.total++
 	pr := problem{order: order, seq: ps.total}
 	if len(ps.kept) == maxProblems && !pr.less(&ps.kept[ps.last]) {
 		return
 	}
-	pr.at, pr.path, pr.msg = at, p.pathString(), msg()
+	pr.at, pr.path = at, path()
+	pr.msg, pr.suggest = fill()
 	if len(ps.kept) < maxProblems {
 		ps.kept = append(ps.kept, pr)
 		if ps.kept[ps.last].less(&pr) {
@@ -343,7 +397,7 @@ func (p *parser) finish() ([]*Error, []Warning) {
 	}
 	var warns []Warning
 	for i, pr := range p.warns.kept {
-		warns = append(warns, Warning{Path: pr.path, Message: pr.msg, Line: warnLC[i].line, Column: warnLC[i].col})
+		warns = append(warns, Warning{Path: pr.path, Message: pr.msg, Suggestion: pr.suggest, Line: warnLC[i].line, Column: warnLC[i].col})
 	}
 	if n := p.warns.total - len(p.warns.kept); n > 0 {
 		warns = append(warns, Warning{Message: fmt.Sprintf("and %d more warnings", n)})
@@ -423,7 +477,12 @@ func (p *parser) object(f *fields, v value, names []string) bool {
 		p.push(keyAt(key))
 		switch {
 		case i < 0:
-			p.warnFn(key, func() string { return unknownField(p.d.text(key), names) })
+			p.reportProblem(&p.warns, key.start, key.start, p.pathString, func() (string, string) {
+				if guess := likelyField(p.d.text(key), names); guess != "" {
+					return fmt.Sprintf("unknown field, ignored (did you mean %q?)", guess), guess
+				}
+				return "unknown field, ignored", ""
+			})
 		case !isExact:
 			p.warnFn(key, func() string {
 				return fmt.Sprintf("A6 spells this field %q; grpc-go accepts any letter case, other gRPC implementations do not", names[i])
@@ -460,32 +519,67 @@ func matchField(key []byte, names []string) (int, bool) {
 	return -1, false
 }
 
-// unknownField describes an unknown key, suggesting the known one it most
-// likely misspells: proto field names such as max_attempts are not accepted
-// by every gRPC implementation, grpc-go among them.
-func unknownField(key []byte, known []string) string {
-	for _, k := range known {
-		if sameLetters(key, k) {
-			return fmt.Sprintf("unknown field, ignored (did you mean %q?)", k)
-		}
-	}
-	return "unknown field, ignored"
-}
-
-// sameLetters reports whether key equals name ignoring ASCII case and the
-// separators '_' and '-'.
-func sameLetters(key []byte, name string) bool {
-	j := 0
+// likelyField returns the known field an unknown key most likely
+// misspells: the nearest by edit distance (letters added, dropped, changed
+// or swapped), ignoring letter case and the separators '_' and '-', if near
+// enough for the field's length; or "" for none. Proto field names such as
+// max_attempts, which not every gRPC implementation accepts (grpc-go does
+// not), are at distance 0.
+func likelyField(key []byte, known []string) string {
+	// No known field is longer than 25 bytes, nor 3 edits from a key more
+	// than 3 bytes longer: longer keys need no comparison.
+	const longest = 25 + 3
+	var k []byte
 	for _, c := range key {
 		if c == '_' || c == '-' {
 			continue
 		}
-		if j == len(name) || lower(c) != lower(name[j]) {
-			return false
+		if len(k) == longest {
+			return ""
 		}
-		j++
+		k = append(k, lower(c))
 	}
-	return j == len(name)
+	best, bestD := "", -1
+	for _, name := range known {
+		limit := min(3, max(1, len(name)/5))
+		if d := distance(k, name, limit); d >= 0 && (bestD < 0 || d < bestD) {
+			best, bestD = name, d
+		}
+	}
+	return best
+}
+
+// distance returns the optimal string alignment distance between a and the
+// lower case of name (edits: insert, delete, substitute, swap two adjacent
+// letters), or -1 if it is more than limit.
+func distance(a []byte, name string, limit int) int {
+	n := len(name)
+	if len(a)-n > limit || n-len(a) > limit {
+		return -1
+	}
+	// Three rows of the table: two back for the swaps.
+	prev2, prev, cur := make([]int, n+1), make([]int, n+1), make([]int, n+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= n; j++ {
+			cost := 1
+			if a[i-1] == lower(name[j-1]) {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == lower(name[j-2]) && a[i-2] == lower(name[j-1]) {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	if d := prev[n]; d <= limit {
+		return d
+	}
+	return -1
 }
 
 func lower(c byte) byte {
@@ -963,9 +1057,9 @@ func (p *parser) maxAttempts(obj value, f *fields, i int) int {
 	case n <= 1:
 		p.errorf(v, "must be greater than 1, got %s", p.d.show(v))
 		return 0
-	case n > DefaultMaxAttempts:
+	case n > DefaultMaxAttemptsCap:
 		p.warnf(v, "%s is above the default client limit of %d; clients make at most %d attempts unless their limit is raised",
-			p.d.show(v), DefaultMaxAttempts, DefaultMaxAttempts)
+			p.d.show(v), DefaultMaxAttemptsCap, DefaultMaxAttemptsCap)
 	}
 	return int(min(n, math.MaxInt))
 }

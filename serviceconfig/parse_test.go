@@ -157,7 +157,7 @@ func TestParseSyntaxErrors(t *testing.T) {
 		{`{"a":01}`, "serviceconfig: invalid JSON: invalid character '1' after object key:value pair (line 1, column 7)"},
 		{`{"a":tru}`, "serviceconfig: invalid JSON: invalid character '}' in literal true (expecting 'e') (line 1, column 9)"},
 		{`{'a':1}`, "serviceconfig: invalid JSON: invalid character '\\'' looking for beginning of object key string (line 1, column 2)"},
-		{"\ufeff{}", "serviceconfig: invalid JSON: invalid character 'ï' looking for beginning of value (line 1, column 1)"},
+		{"\ufeff\ufeff{}", "serviceconfig: invalid JSON: invalid character 'ï' looking for beginning of value (line 1, column 1)"},
 		{`{"a":NaN}`, "serviceconfig: invalid JSON: invalid character 'N' looking for beginning of value (line 1, column 6)"},
 	}
 	for _, tc := range tests {
@@ -407,6 +407,46 @@ func TestParseWarnings(t *testing.T) {
 			},
 		},
 		{
+			// A letter dropped, added, changed or two swapped, at every
+			// level, the top included; a key too far from every field
+			// gets no guess.
+			name: "near misses",
+			in: `{"retryThrotling":{},"methodConfg":[],"loadBalancingPolcy":"x","healthCheckConfigs":{},` +
+				`"methodConfig":[{"nmae":[],"name":[{"servce":"a.B","methdo":"M"}],"timout":"1s","waitForReday":true,` +
+				`"maxRequestMesageBytes":1,"maxResponseMessageByte":1,` +
+				`"retryPolicy":{"maxAtempts":2,"maxAttempts":2,"initialBackof":"1s","initialBackoff":"1s","maxBackoff":"1s",` +
+				`"backofMultiplier":2,"backoffMultiplier":2,"retryableStatusCode":[14],` +
+				`"retryableStatusCodes":[14],"perAtemptRecvTimeout":"1s","initalBackoff":"1s"}},` +
+				`{"name":[{"service":"c.D"}],"hedgingPolicy":{"maxAttempts":2,"hedgingDelya":"1s","nonFatalStatusCode":[]}}],` +
+				`"retryThrottling":{"maxToken":1,"tokenRation":1,"maxTokens":1,"tokenRatio":1,"token":1},"xyz":1,"retryThrottlingPolicyX":1}`,
+			want: []string{
+				`retryThrotling: unknown field, ignored (did you mean "retryThrottling"?)`,
+				`methodConfg: unknown field, ignored (did you mean "methodConfig"?)`,
+				`loadBalancingPolcy: unknown field, ignored (did you mean "loadBalancingPolicy"?)`,
+				`healthCheckConfigs: unknown field, ignored (did you mean "healthCheckConfig"?)`,
+				`methodConfig[0].nmae: unknown field, ignored (did you mean "name"?)`,
+				`methodConfig[0].name[0].servce: unknown field, ignored (did you mean "service"?)`,
+				`methodConfig[0].name[0].methdo: unknown field, ignored (did you mean "method"?)`,
+				`methodConfig[0].timout: unknown field, ignored (did you mean "timeout"?)`,
+				`methodConfig[0].waitForReday: unknown field, ignored (did you mean "waitForReady"?)`,
+				`methodConfig[0].maxRequestMesageBytes: unknown field, ignored (did you mean "maxRequestMessageBytes"?)`,
+				`methodConfig[0].maxResponseMessageByte: unknown field, ignored (did you mean "maxResponseMessageBytes"?)`,
+				`methodConfig[0].retryPolicy.maxAtempts: unknown field, ignored (did you mean "maxAttempts"?)`,
+				`methodConfig[0].retryPolicy.initialBackof: unknown field, ignored (did you mean "initialBackoff"?)`,
+				`methodConfig[0].retryPolicy.backofMultiplier: unknown field, ignored (did you mean "backoffMultiplier"?)`,
+				`methodConfig[0].retryPolicy.retryableStatusCode: unknown field, ignored (did you mean "retryableStatusCodes"?)`,
+				`methodConfig[0].retryPolicy.perAtemptRecvTimeout: unknown field, ignored (did you mean "perAttemptRecvTimeout"?)`,
+				`methodConfig[0].retryPolicy.initalBackoff: unknown field, ignored (did you mean "initialBackoff"?)`,
+				`methodConfig[1].hedgingPolicy.hedgingDelya: unknown field, ignored (did you mean "hedgingDelay"?)`,
+				`methodConfig[1].hedgingPolicy.nonFatalStatusCode: unknown field, ignored (did you mean "nonFatalStatusCodes"?)`,
+				`retryThrottling.maxToken: unknown field, ignored (did you mean "maxTokens"?)`,
+				`retryThrottling.tokenRation: unknown field, ignored (did you mean "tokenRatio"?)`,
+				`retryThrottling.token: unknown field, ignored`,
+				`xyz: unknown field, ignored`,
+				`retryThrottlingPolicyX: unknown field, ignored`,
+			},
+		},
+		{
 			name: "no names",
 			in:   methodConfigs(obj{{"timeout", `"1s"`}}, obj{{"name", "[]"}}, obj{{"name", "null"}}),
 			want: []string{
@@ -470,6 +510,14 @@ func TestParseWarnings(t *testing.T) {
 				t.Fatalf("errors: %q", errs)
 			}
 			checkLines(t, "warnings", warningLines(c.Warnings), tc.want)
+			// Suggestion is the guess the message names, and only that.
+			for _, w := range c.Warnings {
+				_, guess, _ := strings.Cut(w.Message, "(did you mean \"")
+				guess, _, _ = strings.Cut(guess, "\"?)")
+				if w.Suggestion != guess {
+					t.Errorf("%s: Suggestion %q, want %q", w, w.Suggestion, guess)
+				}
+			}
 		})
 	}
 }
@@ -623,5 +671,34 @@ func TestUnnamedEntriesLeftOut(t *testing.T) {
 	}
 	if want := []string{"methodConfig[1].retryPolicy.retryableStatusCodes[1]"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("Lint paths %q, want %q (entry 3's OK names no method)", got, want)
+	}
+}
+
+// A config that starts with a UTF-8 byte order mark is read past it, with
+// a warning at 1:1 that grpc-go rejects it; lines and columns count from
+// after it, as editors count them, and its warning comes first, beside
+// errors too.
+func TestParseByteOrderMark(t *testing.T) {
+	const bom = "\ufeff"
+	c, err := serviceconfig.Parse([]byte(bom + "{\"methodConfig\":[{\"name\":[{}],\"timeout\":\"1s\",\"x\":1}]}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 2 || c.Warnings[0].Line != 1 || c.Warnings[0].Column != 1 || c.Warnings[0].Path != "" ||
+		!strings.Contains(c.Warnings[0].Message, "byte order mark") || !strings.Contains(c.Warnings[0].Message, "grpc-go rejects it") {
+		t.Fatalf("warnings %v, want the byte order mark's first", c.Warnings)
+	}
+	if w := c.Warnings[1]; w.Path != "methodConfig[0].x" || w.Line != 1 || w.Column != 46 {
+		t.Errorf("unknown field at %d:%d %s, want 1:46 methodConfig[0].x (counted after the mark)", w.Line, w.Column, w.Path)
+	}
+	if c.MethodConfigs[0].Timeout != time.Second {
+		t.Errorf("timeout %v, want 1s", c.MethodConfigs[0].Timeout)
+	}
+	for _, in := range []string{bom + `{"methodConfig":1}`, bom + `{`} {
+		_, err := serviceconfig.Parse([]byte(in))
+		var pe *serviceconfig.ParseError
+		if !errors.As(err, &pe) || len(pe.Warnings) != 1 || !strings.Contains(pe.Warnings[0].Message, "byte order mark") {
+			t.Errorf("%q: %v, want an error and the byte order mark's warning", in, err)
+		}
 	}
 }

@@ -31,11 +31,12 @@ import (
 	"time"
 )
 
-// DefaultMaxAttempts is the client-side limit on maxAttempts that A6 sets by
-// default. A service config may ask for more attempts; clients treat larger
-// values as the limit, which a client may raise or lower. See
+// DefaultMaxAttemptsCap is the client-side cap on maxAttempts that A6 sets
+// by default. A service config may ask for more attempts; clients treat
+// larger values as the cap, which a client may raise or lower
+// (grpcretry's and connectretry's WithMaxAttemptsCap). See
 // [RetryPolicy.Attempts].
-const DefaultMaxAttempts = 5
+const DefaultMaxAttemptsCap = 5
 
 // Name selects the methods a [MethodConfig] applies to. A Name with Service
 // and Method set selects one method; with only Service set, every method of
@@ -91,21 +92,22 @@ type RetryPolicy struct {
 }
 
 // Attempts returns the number of attempts a client makes under p: MaxAttempts
-// clamped to clientMax, the client-side limit of A6. A clientMax <= 0 means
-// [DefaultMaxAttempts]. The result is at least 1; a nil policy allows one
+// clamped to maxAttemptsCap, the client-side limit of A6 (WithMaxAttemptsCap
+// in grpcretry and connectretry). A maxAttemptsCap <= 0 means
+// [DefaultMaxAttemptsCap]. The result is at least 1; a nil policy allows one
 // attempt.
-func (p *RetryPolicy) Attempts(clientMax int) int {
+func (p *RetryPolicy) Attempts(maxAttemptsCap int) int {
 	if p == nil {
 		return 1
 	}
-	return clampAttempts(p.MaxAttempts, clientMax)
+	return clampAttempts(p.MaxAttempts, maxAttemptsCap)
 }
 
-func clampAttempts(n, clientMax int) int {
-	if clientMax <= 0 {
-		clientMax = DefaultMaxAttempts
+func clampAttempts(n, maxAttemptsCap int) int {
+	if maxAttemptsCap <= 0 {
+		maxAttemptsCap = DefaultMaxAttemptsCap
 	}
-	return max(1, min(n, clientMax))
+	return max(1, min(n, maxAttemptsCap))
 }
 
 // BackoffCeiling returns the upper bound of the random wait before retry
@@ -147,14 +149,14 @@ type HedgingPolicy struct {
 	NonFatalStatusCodes CodeSet
 }
 
-// Attempts returns MaxAttempts clamped to clientMax, as
+// Attempts returns MaxAttempts clamped to maxAttemptsCap, as
 // [RetryPolicy.Attempts] does. The result is at least 1; a nil policy allows
 // one attempt.
-func (p *HedgingPolicy) Attempts(clientMax int) int {
+func (p *HedgingPolicy) Attempts(maxAttemptsCap int) int {
 	if p == nil {
 		return 1
 	}
-	return clampAttempts(p.MaxAttempts, clientMax)
+	return clampAttempts(p.MaxAttempts, maxAttemptsCap)
 }
 
 // RetryThrottling is the channel-wide A6 retryThrottling: a token count that
@@ -303,11 +305,17 @@ func (c *Config) find(n Name) *MethodConfig {
 // Line and Column locate it in the input, counting from 1, with columns in
 // bytes as in go/token; they are 0 where there is no such place, as for the
 // "and N more" entry that ends a long list.
+//
+// Suggestion is set on the warning of an unknown field that is near a
+// known one ("retryThrotling"): the known field it most likely misspells.
+// Such a field is ignored, here and by grpc-go, so the setting it was
+// meant to make is silently off; `rebound validate` reports it as an error.
 type Warning struct {
-	Path    string
-	Message string
-	Line    int
-	Column  int
+	Path       string
+	Message    string
+	Suggestion string
+	Line       int
+	Column     int
 }
 
 // String returns "path: message", or the message alone if Path is empty.

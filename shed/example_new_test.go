@@ -43,6 +43,7 @@ func ExampleNew() {
 	}
 	go srv.Serve(lis)
 	defer srv.Stop()
+	target := lis.Addr().String()
 
 	cfg, err := serviceconfig.Parse([]byte(`{"methodConfig": [{
 	  "name": [{"service": "grpc.testing.TestService"}],
@@ -51,7 +52,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	conn, err := grpc.NewClient(lis.Addr().String(), append(grpcretry.DialOptions(cfg,
+	conn, err := grpc.NewClient(target, append(grpcretry.DialOptions(cfg,
 		grpcretry.WithAdaptiveThrottle(rebound.AdaptiveThrottleConfig{})),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {

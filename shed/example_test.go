@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -146,4 +147,83 @@ func ExampleShedder_Handler() {
 	close(b.release)
 	wg.Wait()
 	// Output: 503 120
+}
+
+// A handler that knows the server itself is overloaded says so: the limit
+// shrinks by a tenth, and the 503 goes out with the Shedder's Retry-After
+// (here "don't retry", 120s: every request of the last second failed so).
+func ExampleReportOverload() {
+	s, err := shed.New(shed.DefaultConfig())
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The database pool is exhausted: this server is overloaded.
+		shed.ReportOverload(r.Context())
+		http.Error(w, "pool exhausted", http.StatusServiceUnavailable)
+	})))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, resp.Header.Get("Retry-After"), s.Stats().Limit)
+	// Output: 503 120 18
+}
+
+// The tap handle rejects a call before grpc-go reads it; the pushback
+// travels as a google.rpc.RetryInfo, which grpcretry and connectretry
+// read. The interceptors still admit what it lets through.
+func ExampleShedder_TapHandle() {
+	s := oneAtATime()
+	srv := grpc.NewServer(grpc.InTapHandle(s.TapHandle()),
+		grpc.ChainUnaryInterceptor(s.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(s.StreamServerInterceptor()))
+	b := newBusy()
+	testpb.RegisterTestServiceServer(srv, b)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go srv.Serve(lis)
+	defer srv.Stop()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	client := testpb.NewTestServiceClient(conn)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = client.UnaryCall(context.Background(), &testpb.SimpleRequest{}) })
+	<-b.entered
+	_, err = client.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			// Half the last second's calls were shed: don't retry.
+			fmt.Println(status.Code(err), ri.GetRetryDelay().AsDuration())
+		}
+	}
+	close(b.release)
+	wg.Wait()
+	// Output: Unavailable 2m0s
+}
+
+// A front door of your own asks Admit, and says how each request ended:
+// only a request served whole teaches the Shedder the server's latency.
+func ExampleShedder_Admit() {
+	s := oneAtATime()
+	done, _ := s.Admit()
+	if _, pb := s.Admit(); pb.Stop {
+		fmt.Println("second request shed: don't retry")
+	}
+	done(shed.Served)
+	if done, _ := s.Admit(); done != nil {
+		fmt.Println("third request admitted")
+		done(shed.Failed) // the client went away: its latency teaches nothing
+	}
+	// Output:
+	// second request shed: don't retry
+	// third request admitted
 }

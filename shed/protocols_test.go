@@ -3,14 +3,11 @@ package shed_test
 import (
 	"context"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound/internal/grpctest"
@@ -60,41 +57,6 @@ func TestStreamInterceptor(t *testing.T) {
 	}
 	if st := s.Stats(); st.Admitted != 1 || st.ShedStop != 1 || st.InFlight != 0 {
 		t.Fatalf("stats %+v", st)
-	}
-}
-
-// A handler's UNAVAILABLE (gRPC) or 503 (HTTP) shrinks the limit at once.
-func TestHandlerOverloadShrinksLimit(t *testing.T) {
-	c := shed.DefaultConfig()
-	c.InitialLimit = 100
-	s, _ := shed.New(c)
-	srv := grpctest.Start(t, grpctest.Handlers{
-		Unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-			return nil, status.Error(codes.ResourceExhausted, "pool empty")
-		},
-	}, grpc.ChainUnaryInterceptor(s.UnaryServerInterceptor()))
-	client := testpb.NewTestServiceClient(srv.Dial(t))
-	var md metadata.MD
-	if _, err := client.UnaryCall(context.Background(), grpctest.Request("x"), grpc.Trailer(&md)); status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("err = %v", err)
-	}
-	if md["grpc-retry-pushback-ms"] != nil {
-		t.Fatal("an admitted call got a pushback")
-	}
-	if got := s.Stats().Limit; got != 90 {
-		t.Fatalf("limit = %d after a RESOURCE_EXHAUSTED, want 90", got)
-	}
-	hs := httptest.NewServer(s.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	})))
-	defer hs.Close()
-	resp, err := hs.Client().Get(hs.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if got := s.Stats().Limit; got != 81 {
-		t.Fatalf("limit = %d after a 503, want 81", got)
 	}
 }
 

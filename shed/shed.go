@@ -1,45 +1,16 @@
-// Package shed protects a server from more work than it can do, and tells
-// retrying clients when to come back.
-//
-// A [Shedder] holds an adaptive concurrency limit. A request that finds
-// the limit reached is rejected at once, before it costs the server
-// anything, with UNAVAILABLE (HTTP 503) and a pushback: gRPC's
-// grpc-retry-pushback-ms (gRFC A6), which grpcretry and connectretry obey,
-// or HTTP's Retry-After. The pushback comes from the server's own state:
-// while it sheds only a small share of its requests ([Config.RetryShare]),
-// it invites a retry after the time a request takes plus the time needed to
-// work off the retries it has already invited; when it sheds more, the
-// retries could not all be served, and it says "don't retry" (a negative
-// pushback). Load from retries then stays within 1/(1 − RetryShare) of what
-// the clients ask, however many clients there are: a client's own retry
-// budget sees only its own thin slice of the traffic, while the server sees
-// all of it.
-//
-// The limit follows latency, as Netflix's concurrency-limits (Gradient2)
-// and Envoy's adaptive concurrency filter do: while requests take about as
-// long as they do on an idle server, it grows; when they take longer than
-// [Config.Tolerance] times that, requests are queueing somewhere inside
-// the server, and it shrinks toward what the server handles without
-// queueing. The idle latency is the fastest of the last 10 to 20 seconds,
-// as Envoy measures its minimum round trip: a long-run average, as
-// Gradient2 keeps, drifts up under a sustained overload and ends by taking
-// the queueing for normal. A handler that fails with a sign of overload
-// (UNAVAILABLE or RESOURCE_EXHAUSTED, HTTP 429 or 503) shrinks it at once.
-//
-// The same Shedder serves grpc-go ([Shedder.UnaryServerInterceptor],
-// [Shedder.StreamServerInterceptor]), connect-go
-// ([Shedder.ConnectInterceptor]) and net/http ([Shedder.Handler]); one
-// Shedder per server (or per resource the handlers share) lets them share
-// one limit. Its metrics are OpenTelemetry instruments ([WithMeterProvider]).
 package shed
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rebound-go/rebound"
@@ -56,21 +27,24 @@ type Config struct {
 	MinLimit, MaxLimit int
 	// Tolerance is how much slower than on an idle server requests may
 	// get before the limit shrinks, > 1 and at most 100. The limit settles
-	// where requests take about Tolerance / (1 − 1/√limit) times their
-	// idle latency.
+	// where the faster quarter of requests take about
+	// Tolerance / (1 − 1/√limit) times their idle latency.
 	Tolerance float64
-	// RetryShare is the share of recent requests the Shedder may shed and
-	// still invite retries, in [0, 1). Beyond it, it says "don't retry".
-	// 0 never invites one.
+	// RetryShare bounds the retries the Shedder invites, in [0, 1): while
+	// the recent requests it shed, or whose handlers failed with a sign
+	// of overload, are at most RetryShare times those it served, it
+	// invites a retry; beyond, it says "don't retry". Each invited retry
+	// then follows a request served, and load from retries stays within
+	// 1 + RetryShare of what the clients ask. 0 never invites one.
 	RetryShare float64
-	// Window is how far back the shed share counts, in [10ms, 1h].
+	// Window is how far back those requests count, in [10ms, 1h].
 	Window time.Duration
 }
 
 // DefaultConfig returns a limit that starts at 20 and moves within
 // [1, 1000], a tolerance of 1.5 (Gradient2's), and retries invited while
-// at most a tenth of the last second's requests were shed: a retry
-// amplification of at most 1.1x.
+// the last second's sheds and refusals are at most a tenth of the
+// requests served: a retry amplification of at most 1.1x.
 func DefaultConfig() Config {
 	return Config{InitialLimit: 20, MinLimit: 1, MaxLimit: 1000, Tolerance: 1.5, RetryShare: 0.1, Window: time.Second}
 }
@@ -117,53 +91,61 @@ func (p Pushback) Millis() string {
 // overload has long been measured anew.
 const StopRetryAfter = 120 * time.Second
 
-// RetryAfter returns the value of HTTP's Retry-After: the delay in whole
-// seconds, rounded up (at least 1), or [StopRetryAfter] for stop.
-func (p Pushback) RetryAfter() string {
-	d := p.Delay
+// RetryAfter returns the value of HTTP's Retry-After for p: the delay in
+// whole seconds, or [StopRetryAfter] for stop. Retry-After has no
+// fractions, and rounding every delay up to a second would send every
+// client rejected in the same second back together, a second later. So
+// the delay is rounded down or up at random, up with the chance of its
+// fraction of a second, drawn from u, uniform in [0, 1): clients told
+// 300ms hear "0" seven times in ten and "1" three times, 300ms on
+// average. ("0" leaves the wait to the client's own backoff.)
+func (p Pushback) RetryAfter(u float64) string {
 	if p.Stop {
-		d = StopRetryAfter
+		return strconv.FormatInt(int64(StopRetryAfter/time.Second), 10)
 	}
-	return strconv.FormatInt(max(int64(math.Ceil(d.Seconds())), 1), 10)
+	whole, frac := math.Modf(p.Delay.Seconds())
+	if u < frac {
+		whole++
+	}
+	return strconv.FormatInt(int64(whole), 10)
 }
 
 // ErrOverloaded is the error of a request the Shedder rejected; the
 // protocol's status (UNAVAILABLE, 503) wraps it.
 var ErrOverloaded = errors.New("shed: server overloaded, request rejected")
 
+// Outcome is how a request the Shedder admitted ended, which decides
+// what the Shedder learns from it.
+type Outcome int
+
+// The outcomes.
+const (
+	// Served: the request succeeded and its client took the answer. Its
+	// latency, less the time spent waiting on the client, measures the
+	// server's work.
+	Served Outcome = iota
+	// Failed: any other end, an error, the client's deadline or
+	// cancellation. Its latency says nothing of the server's work.
+	Failed
+	// Overloaded: the request failed because the server is overloaded
+	// (its own queue or pool is full). The limit shrinks by a tenth at
+	// once, as [ReportOverload] makes it.
+	Overloaded
+)
+
 // Shedder admits requests up to its adaptive concurrency limit and rejects
 // the rest with a pushback. It is safe for concurrent use. Use [New]; the
 // zero value is not usable.
 type Shedder struct {
-	cfg    Config
 	clock  rebound.Clock
-	random rebound.Random
-	inst   *instruments // nil without a MeterProvider
+	random rebound.Random // nil: math/rand/v2
+	inst   *instruments   // nil without a MeterProvider
+	seed   maphash.Seed   // hashes peers' addresses
 
-	mu         sync.Mutex
-	limit      float64
-	inFlight   int
-	short      float64   // recent latency, seconds (EWMA)
-	idle       float64   // fastest latency of the current baseline period, seconds; 0 for none
-	prevIdle   float64   // the same of the period before
-	idleSince  time.Time // when the current baseline period began
-	samples    int
-	window     *shedrule.Window
-	admitted   int64
-	shedDelay  int64
-	shedStop   int64
-	lastLimitN int
+	mu        sync.Mutex
+	lim       *shedrule.Limiter
+	lastLimit int
 }
-
-// Smoothing of the latency averages and of the limit, as Gradient2's.
-const (
-	shortAlpha = 0.1
-	limitAlpha = 0.2
-)
-
-// baselinePeriod is how long the fastest latency counts as the idle one:
-// the baseline is the fastest of the current period and the one before.
-const baselinePeriod = 10 * time.Second
 
 // New returns a Shedder, or an error naming the first invalid field of c or
 // the first invalid option.
@@ -181,7 +163,9 @@ func New(c Config, opts ...Option) (*Shedder, error) {
 	if o.err != nil {
 		return nil, o.err
 	}
-	s := &Shedder{cfg: c, clock: o.clock, random: o.random, limit: float64(c.InitialLimit), window: shedrule.NewWindow(c.Window), lastLimitN: c.InitialLimit}
+	s := &Shedder{clock: o.clock, random: o.random, seed: maphash.MakeSeed(), lastLimit: c.InitialLimit,
+		lim: shedrule.NewLimiter(shedrule.Config{InitialLimit: c.InitialLimit, MinLimit: c.MinLimit, MaxLimit: c.MaxLimit,
+			Tolerance: c.Tolerance, RetryShare: c.RetryShare, Window: c.Window})}
 	if s.clock == nil {
 		s.clock = rebound.RealClock()
 	}
@@ -196,58 +180,130 @@ func New(c Config, opts ...Option) (*Shedder, error) {
 	return s, nil
 }
 
-// Admit asks to start a request. When it is admitted, done is not nil and
-// must be called once when the request ends, with overloaded saying
-// whether it failed with a sign of overload. When it is rejected, done is
-// nil and pb says what to tell the client. The interceptors and Handler
-// call Admit for you.
-func (s *Shedder) Admit() (done func(overloaded bool), pb Pushback) {
-	s.mu.Lock()
-	now := s.clock.Now()
-	if s.inFlight >= int(s.limit) {
-		share, perSecond := s.window.Shed(now)
-		u := 0.5
-		if s.random != nil {
-			u = s.random.Float64()
-		} else {
-			u = rand.Float64()
-		}
-		pb.Delay, pb.Stop = shedrule.Pushback(share, s.cfg.RetryShare, perSecond, time.Duration(s.short*float64(time.Second)), int(s.limit), u)
-		if pb.Stop {
-			s.shedStop++
-		} else {
-			s.shedDelay++
-		}
-		s.mu.Unlock()
-		s.inst.shed(pb.Stop)
-		return nil, pb
+func (s *Shedder) float64() float64 {
+	if s.random != nil {
+		return s.random.Float64()
 	}
-	s.window.Admit(now)
-	s.inFlight++
-	s.admitted++
-	atStart := s.inFlight
-	s.mu.Unlock()
-	s.inst.admitted()
-	var once sync.Once
-	return func(overloaded bool) {
-		once.Do(func() { s.done(now, atStart, overloaded) })
-	}, Pushback{}
+	return rand.Float64()
 }
 
-// done ends a request admitted at start with atStart requests in flight.
-func (s *Shedder) done(start time.Time, atStart int, overloaded bool) {
-	s.mu.Lock()
-	s.inFlight--
-	if overloaded {
-		// Gradient2 reacts to a drop as AIMD does: at once.
-		s.limit = max(float64(s.cfg.MinLimit), s.limit*0.9)
-	} else {
-		now := s.clock.Now()
-		s.sample(now, now.Sub(start).Seconds(), atStart)
+// request is a request the Shedder admitted, from admission to end.
+type request struct {
+	s        *Shedder
+	r        shedrule.Request // guarded by s.mu
+	overload atomic.Bool      // ReportOverload was called
+}
+
+// requestKey is the context key of the *request a handler runs under.
+type requestKey struct{}
+
+// requestContext is a handler's context: its parent, which also answers
+// requestKey with the request. Kept inside the per-request state, it
+// costs no allocation of its own.
+type requestContext struct {
+	context.Context
+	r *request
+}
+
+func (c *requestContext) Value(key any) any {
+	if key == (requestKey{}) {
+		return c.r
 	}
-	n := int(s.limit)
-	changed := n != s.lastLimitN
-	s.lastLimitN = n
+	return c.Context.Value(key)
+}
+
+// ReportOverload tells the Shedder that admitted the request of ctx that
+// the server is overloaded: its own queue or connection pool is full, a
+// resource it alone holds is exhausted. When the request ends, whatever its
+// outcome, the limit shrinks by a tenth, and its latency teaches nothing.
+// It reports whether ctx belongs to a request a Shedder admitted (through
+// its interceptors or Handler).
+//
+// A handler's failures do not shrink the limit on their own: a refusal
+// aimed at one client (a quota, a missing shard) or a dependency failing
+// fast says nothing of this server's capacity. Call ReportOverload only
+// when the failure is this server's overload.
+func ReportOverload(ctx context.Context) bool {
+	r, ok := ctx.Value(requestKey{}).(*request)
+	if ok {
+		r.overload.Store(true)
+	}
+	return ok
+}
+
+// admit asks to start a request of method m, or, when m is nil, of the
+// method called name, from peer.
+func (s *Shedder) admit(name string, m *shedrule.Method, peer uint64, into *request) (Pushback, bool) {
+	u := s.float64()
+	s.mu.Lock()
+	v := s.lim.Admit(s.clock.Now(), m, name, peer, u, &into.r)
+	s.mu.Unlock()
+	if !v.Admitted {
+		s.inst.shed(v.Stop)
+		return Pushback{Stop: v.Stop, Delay: v.Delay}, false
+	}
+	into.s = s
+	s.inst.admitted()
+	return Pushback{}, true
+}
+
+// gate sheds a request of method when the Shedder is at its limit,
+// without admitting it otherwise.
+func (s *Shedder) gate(method string) (Pushback, bool) {
+	u := s.float64()
+	s.mu.Lock()
+	v := s.lim.Gate(s.clock.Now(), method, u)
+	s.mu.Unlock()
+	if v.Admitted {
+		return Pushback{}, true
+	}
+	s.inst.shed(v.Stop)
+	return Pushback{Stop: v.Stop, Delay: v.Delay}, false
+}
+
+// wait and unwait bracket a handler's wait on its client.
+func (r *request) wait() {
+	s := r.s
+	s.mu.Lock()
+	s.lim.Wait(s.clock.Now(), &r.r)
+	s.mu.Unlock()
+}
+
+func (r *request) unwait() {
+	s := r.s
+	s.mu.Lock()
+	s.lim.Unwait(s.clock.Now(), &r.r)
+	s.mu.Unlock()
+}
+
+// refuse returns the pushback for r's handler's failure with a sign of
+// overload that carries none of its own.
+func (r *request) refuse() Pushback {
+	s := r.s
+	u := s.float64()
+	s.mu.Lock()
+	v := s.lim.Refuse(s.clock.Now(), &r.r, u)
+	s.mu.Unlock()
+	s.inst.refused(v.Stop)
+	return Pushback{Stop: v.Stop, Delay: v.Delay}
+}
+
+// end ends r with outcome o; only the first call counts.
+func (r *request) end(o Outcome) {
+	s := r.s
+	overload := o == Overloaded || r.overload.Load()
+	s.mu.Lock()
+	if r.r.Ended() {
+		s.mu.Unlock()
+		return
+	}
+	if overload {
+		s.lim.Overload()
+	}
+	s.lim.End(s.clock.Now(), &r.r, o == Served && !overload)
+	n := s.lim.Limit()
+	changed := n != s.lastLimit
+	s.lastLimit = n
 	s.mu.Unlock()
 	s.inst.finished()
 	if changed {
@@ -255,54 +311,65 @@ func (s *Shedder) done(start time.Time, atStart int, overloaded bool) {
 	}
 }
 
-// sample updates the latency figures and the limit with the latency of
-// a request that ended at now, Gradient2's way against an idle baseline.
-func (s *Shedder) sample(now time.Time, rtt float64, atStart int) {
-	rtt = max(rtt, 1e-6)
-	s.samples++
-	if s.samples == 1 {
-		s.short = rtt
-		s.idleSince = now
-	} else {
-		s.short += shortAlpha * (rtt - s.short)
+// Admit asks to start a request, for a front door of your own; the
+// interceptors, [Shedder.Handler] and [Shedder.TapHandle] call it for you.
+// When the request is admitted, done is not nil and must be called once
+// when the request ends, with how it ended; later calls do nothing. When
+// it is rejected, done is nil and pb says what to tell the client.
+// Requests admitted here share one baseline latency, and their time
+// waiting on their clients counts as the server's.
+func (s *Shedder) Admit() (done func(Outcome), pb Pushback) {
+	r := new(request)
+	if pb, ok := s.admit("", nil, 0, r); !ok {
+		return nil, pb
 	}
-	if age := now.Sub(s.idleSince); age >= baselinePeriod {
-		s.prevIdle, s.idle, s.idleSince = s.idle, 0, now
-		if age >= 2*baselinePeriod {
-			// The period before ended long ago: it is no baseline.
-			s.prevIdle = 0
-		}
+	return r.end, Pushback{}
+}
+
+// peerOfAddr hashes the IP address of a peer's net.Addr, or its string.
+func (s *Shedder) peerOfAddr(a net.Addr) uint64 {
+	switch a := a.(type) {
+	case nil:
+		return 0
+	case *net.TCPAddr:
+		return s.peerOfIP(a.IP)
 	}
-	if s.idle == 0 || rtt < s.idle {
-		s.idle = rtt
+	return s.peerOfHost(a.String())
+}
+
+func (s *Shedder) peerOfIP(ip net.IP) uint64 {
+	if v4 := ip.To4(); v4 != nil {
+		ip = v4
 	}
-	base := s.idle
-	if s.prevIdle > 0 {
-		base = min(base, s.prevIdle)
+	return maphash.Bytes(s.seed, ip)
+}
+
+// peerOfHost hashes the host of a "host:port" address.
+func (s *Shedder) peerOfHost(addr string) uint64 {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		addr = host
 	}
-	if float64(atStart) < s.limit/2 {
-		// The server was not busy: this sample says nothing about the
-		// limit.
-		return
-	}
-	gradient := max(0.5, min(1, s.cfg.Tolerance*base/s.short))
-	next := s.limit*gradient + math.Sqrt(s.limit)
-	s.limit = min(float64(s.cfg.MaxLimit), max(float64(s.cfg.MinLimit), (1-limitAlpha)*s.limit+limitAlpha*next))
+	return maphash.String(s.seed, addr)
 }
 
 // Stats is a snapshot of a Shedder.
 type Stats struct {
 	// Limit is the current concurrency limit; InFlight the requests being
-	// served.
+	// served, less those waiting on their clients.
 	Limit, InFlight int
 	// Admitted counts the requests admitted; ShedRetry those rejected with
 	// a retry delay; ShedStop those rejected with "don't retry".
 	Admitted, ShedRetry, ShedStop int64
+	// Refused counts the admitted requests whose handlers failed with a
+	// sign of overload and no pushback of their own, to which the Shedder
+	// gave one.
+	Refused int64
 }
 
 // Stats returns a snapshot of s's limit and counts.
 func (s *Shedder) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{Limit: int(s.limit), InFlight: s.inFlight, Admitted: s.admitted, ShedRetry: s.shedDelay, ShedStop: s.shedStop}
+	l := s.lim
+	return Stats{Limit: l.Limit(), InFlight: l.InFlight(), Admitted: l.Admitted, ShedRetry: l.ShedRetry, ShedStop: l.ShedStop, Refused: l.Refused}
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,11 +41,42 @@ type demoConfig struct {
 	seed             uint64
 	svg              string
 	html             string
+	trace            string
 }
 
+var demoHelp = help{
+	name:  "demo",
+	usage: "rebound demo [flags]",
+	about: `Runs the same workload against a fault-injecting grpc-go server on 127.0.0.1
+through five policies (no retries, A6 retry, retry + throttling, hedging,
+adaptive hedging) and compares what they achieved: a table, the service
+config each ran with, a conclusion drawn from the numbers, the latency tail
+and the server's load as an SVG (-svg), and all of it on one page (-html).
+
+Calls start on a clock, -rate a second, whatever the server does. A call the
+machine is too busy to start on time starts late rather than not at all, so
+that every policy makes the same calls; the demo counts the late starts and
+marks when they happened with a strip along the bottom of the load chart,
+where their attempts arrive bunched together.
+
+-trace writes the spans of one retried and one hedged call and prints them
+as trees.
+
+-fleet runs another scenario instead: hundreds of gRPC clients, each with
+its own adaptive throttle, against one server that sheds load (package
+shed). Only -fleet-clients, -fleet-rounds, -fleet-limit, -seed, -svg and
+-html apply to it.`,
+}
+
+// demoOnly and fleetOnly are the flags that apply only without -fleet, and
+// only with it.
+var (
+	demoOnly  = []string{"duration", "rate", "error-rate", "pushback-rate", "latency", "straggler-rate", "straggler-latency", "outage", "timeout", "trace"}
+	fleetOnly = []string{"fleet-clients", "fleet-rounds", "fleet-limit"}
+)
+
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := demoHelp.newFlagSet()
 	var c demoConfig
 	fs.DurationVar(&c.duration, "duration", 4*time.Second, "how long each policy runs")
 	fs.IntVar(&c.rate, "rate", 400, "calls started per second, whatever the server does (an open workload)")
@@ -58,47 +87,75 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.stragglerLatency, "straggler-latency", 150*time.Millisecond, "service time of a stalled attempt")
 	fs.DurationVar(&c.outage, "outage", 600*time.Millisecond, "length of the outage in each run, starting at 40% of it (0 for none)")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Second, "deadline of each call")
-	fs.Uint64Var(&c.seed, "seed", 1, "seed of the server's fault draws")
-	fs.StringVar(&c.svg, "svg", "rebound-demo.svg", `file to write the SVG chart to ("" for none)`)
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the server's fault draws (with -fleet: of the clients' throttles)")
+	fs.StringVar(&c.svg, "svg", "rebound-demo.svg", `file to write the SVG charts to ("" for none); with -fleet the default is rebound-fleet.svg`)
 	fs.StringVar(&c.html, "html", "", "file to write a self-contained HTML report to: table, charts, config and conclusion")
-	traceFile := fs.String("trace", "", "file to write the OpenTelemetry spans of one retried and one hedged call to, as JSON; their trees are printed")
+	fs.StringVar(&c.trace, "trace", "", "file to write the OpenTelemetry spans of one retried and one hedged call to, as one JSON array of spans; their trees are printed")
 	fleet := fs.Bool("fleet", false, "run the fleet scenario instead: hundreds of gRPC clients, each with its own adaptive throttle, against one server that sheds load (package shed)")
 	var fc fleetdemo.Config
 	fs.IntVar(&fc.Clients, "fleet-clients", 300, "-fleet: number of ClientConns, each with its own throttle")
 	fs.IntVar(&fc.Rounds, "fleet-rounds", 12, "-fleet: rounds; every client makes one call per round")
 	fs.IntVar(&fc.Limit, "fleet-limit", 16, "-fleet: the server's concurrency limit")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rebound demo [flags]")
-		fmt.Fprintln(stderr, "\nRuns the same workload against a fault-injecting grpc-go server on 127.0.0.1 through")
-		fmt.Fprintln(stderr, "five policies and compares what they achieved.")
-		fs.PrintDefaults()
+	if code, ok := demoHelp.parse(fs, args, stdout, stderr); !ok {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if fs.NArg() > 0 {
+		return demoHelp.fail(stderr, "unexpected argument %q", fs.Arg(0))
 	}
+	set := setFlags(fs)
 	if *fleet {
+		for _, name := range demoOnly {
+			if set[name] {
+				return demoHelp.fail(stderr, "-%s does not apply to -fleet", name)
+			}
+		}
+		if !set["svg"] {
+			c.svg = "rebound-fleet.svg"
+		}
 		fc.Seed = c.seed
-		return runFleetDemo(ctx, fc, c.svg, stdout, stderr)
+		return runFleetDemo(ctx, fc, c.svg, c.html, stdout, stderr)
 	}
-	if err := c.validate(fs.NArg()); err != nil {
-		fmt.Fprintf(stderr, "demo: %v\n", err)
-		return 2
+	for _, name := range fleetOnly {
+		if set[name] {
+			return demoHelp.fail(stderr, "-%s applies only with -fleet", name)
+		}
+	}
+	if err := c.validate(); err != nil {
+		return demoHelp.fail(stderr, "%v", err)
+	}
+	if err := checkOutputs(map[string]string{"svg": c.svg, "html": c.html, "trace": c.trace}); err != nil {
+		return demoHelp.fail(stderr, "%v", err)
 	}
 	if err := demo(ctx, stdout, stderr, c); err != nil {
-		fmt.Fprintf(stderr, "demo: %v\n", err)
+		fmt.Fprintf(stderr, "rebound demo: %v\n", err)
 		return 1
 	}
-	if err := writeDemoTrace(ctx, stdout, *traceFile); err != nil {
-		fmt.Fprintf(stderr, "demo: -trace: %v\n", err)
+	if err := writeDemoTrace(ctx, stdout, c.trace); err != nil {
+		fmt.Fprintf(stderr, "rebound demo: -trace: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-func (c demoConfig) validate(extra int) error {
+// checkOutputs checks that each flag's file, if any, can be written, and
+// names the first flag whose cannot.
+func checkOutputs(files map[string]string) error {
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if path := files[name]; path != "" {
+			if err := checkWritable(path); err != nil {
+				return fmt.Errorf("-%s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (c demoConfig) validate() error {
 	rate := func(name string, v float64) error {
 		if !(v >= 0 && v <= 1) {
 			return fmt.Errorf("-%s must be in [0, 1], got %v", name, v)
@@ -106,8 +163,6 @@ func (c demoConfig) validate(extra int) error {
 		return nil
 	}
 	switch {
-	case extra > 0:
-		return errors.New("unexpected arguments")
 	case c.duration < 50*time.Millisecond || c.duration > 10*time.Minute:
 		return fmt.Errorf("-duration must be in [50ms, 10m], got %v", c.duration)
 	case c.rate < 1 || c.rate > 20000:
@@ -138,7 +193,7 @@ type policy struct {
 	name     string
 	method   string // the method config's retryPolicy or hedgingPolicy, JSON
 	throttle bool   // add retryThrottling
-	adaptive *grpcretry.AdaptiveHedging
+	adaptive *grpcretry.AdaptiveHedgingConfig
 	// how says what the policy does about a failed or slow attempt, for
 	// the closing paragraph: "<name> <how>".
 	how string
@@ -208,12 +263,24 @@ type outcome struct {
 	latencies      []time.Duration // sorted
 	load           []int64         // server attempts per slice
 	slice          time.Duration
+	// late are the calls that started more than lateAfter after they
+	// were due, each as the stretch from when it was due to when it
+	// started, in time from the start of the run.
+	late []span
 	// hedgeDelay is the hedging delay the policy used at the end of the
 	// run (0 if it does not hedge), and hedgeTimers how many hedge timers
 	// that figure is the median of (0: the configured delay).
 	hedgeDelay  time.Duration
 	hedgeTimers int
 }
+
+// span is a stretch of a run, from its start.
+type span struct{ from, to time.Duration }
+
+// lateAfter is how late a call may start before the demo counts it as
+// started late: half a slice of the load chart, by which its attempts
+// begin to land in a later slice than they should.
+func lateAfter(slice time.Duration) time.Duration { return max(slice/2, 2*time.Millisecond) }
 
 func (o *outcome) quantile(q float64) time.Duration {
 	if len(o.latencies) == 0 {
@@ -249,12 +316,17 @@ func (c demoConfig) outageWindow() (from, to time.Duration) {
 	return from, from + c.outage
 }
 
-func demo(ctx context.Context, stdout, stderr io.Writer, c demoConfig) error {
-	pols := demoPolicies(c)
-	scenario := fmt.Sprintf("Fault-injecting grpc-go server on 127.0.0.1: %.0f%% UNAVAILABLE (%.0f%% of them with pushback), %v service time,\n"+
+// demoScenario describes the run in one paragraph.
+func demoScenario(c demoConfig) string {
+	return fmt.Sprintf("Fault-injecting grpc-go server on 127.0.0.1: %.0f%% UNAVAILABLE (%.0f%% of them with pushback), %v service time, "+
 		"%.0f%% stragglers at %v, a %v outage 40%% into each run. %d calls/s for %v per policy, %v deadline.",
 		100*c.errorRate, 100*c.pushbackRate, c.latency, 100*c.stragglerRate, c.stragglerLatency, c.outage, c.rate, c.duration, c.timeout)
-	fmt.Fprintf(stdout, "%s\n\n", scenario)
+}
+
+func demo(ctx context.Context, stdout, stderr io.Writer, c demoConfig) error {
+	pols := demoPolicies(c)
+	scenario := demoScenario(c)
+	fmt.Fprintf(stdout, "%s\n\n", wrap(scenario, 100))
 	var results []*outcome
 	for i, p := range pols {
 		fmt.Fprintf(stderr, "[%d/%d] %s: running for %v...\n", i+1, len(pols), p.name, c.duration)
@@ -272,6 +344,9 @@ func demo(ctx context.Context, stdout, stderr io.Writer, c demoConfig) error {
 			"pushback: calls the server's pushback stopped.",
 		pushbackNote(c, results),
 	}
+	if line := lateNote(results); line != "" {
+		notes = append(notes, line)
+	}
 	for _, n := range notes {
 		fmt.Fprintf(stdout, "\n%s\n", wrap(n, 100))
 	}
@@ -285,20 +360,21 @@ func demo(ctx context.Context, stdout, stderr io.Writer, c demoConfig) error {
 		fmt.Fprintf(stdout, "\n%s\n", wrap(line, 100))
 		notes = append(notes, line)
 	}
-	conclusion := demoConclusion(c, results)
-	fmt.Fprintf(stdout, "\n%s\n", wrap(strings.Join(conclusion, " "), 100))
+	concl := demoConclusion(c, results)
+	fmt.Fprintln(stdout)
+	concl.print(stdout)
 
 	charts := demoCharts(c, results)
 	if c.svg != "" {
-		if err := writeStacked(c.svg, charts...); err != nil {
+		if err := writeFigures(c.svg, charts...); err != nil {
 			return fmt.Errorf("-svg: %w", err)
 		}
 		fmt.Fprintf(stdout, "\nChart (latency tail on log-log axes, server load over time): %s\n", c.svg)
 	}
 	if c.html != "" {
 		r := htmlReport{
-			Title: "rebound demo", Scenario: scenario, Tables: []htmlTable{{Caption: "Results", Rows: table}}, Notes: notes,
-			Config: config, Conclusion: conclusion, Charts: charts,
+			Title: "rebound demo", Scenario: []string{scenario}, Tables: []htmlTable{{Caption: "Results", Rows: table}}, Notes: notes,
+			Config: config, Conclusion: concl, Charts: charts,
 		}
 		if err := r.write(c.html); err != nil {
 			return fmt.Errorf("-html: %w", err)
@@ -308,13 +384,19 @@ func demo(ctx context.Context, stdout, stderr io.Writer, c demoConfig) error {
 	return nil
 }
 
+// pct formats a share of calls, in the table and the conclusion alike.
+func pct(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }
+
+// perCall formats attempts per call, in the table and the conclusion alike.
+func perCall(v float64) string { return fmt.Sprintf("%.3fx", v) }
+
 // demoTable returns the table of results, headings first.
 func demoTable(results []*outcome) [][]string {
 	t := [][]string{{"policy", "calls", "success", "p50", "p99", "p99.9", "attempts", "throttled", "pushback"}}
 	for _, o := range results {
-		t = append(t, []string{o.pol.name, strconv.Itoa(o.calls), fmt.Sprintf("%.2f%%", 100*o.successRate()),
+		t = append(t, []string{o.pol.name, strconv.Itoa(o.calls), pct(o.successRate()),
 			msString(o.quantile(0.5)), msString(o.quantile(0.99)), msString(o.quantile(0.999)),
-			fmt.Sprintf("%.3fx", o.attemptsPerCall()), strconv.Itoa(o.throttled), strconv.Itoa(o.pushback)})
+			perCall(o.attemptsPerCall()), strconv.Itoa(o.throttled), strconv.Itoa(o.pushback)})
 	}
 	return t
 }
@@ -344,6 +426,31 @@ func pushbackNote(c demoConfig, results []*outcome) string {
 		"(%.0f%% UNAVAILABLE × %.0f%% with pushback × half of those saying -1), each policy obeys it, and each "+
 		"policy's server draws its faults from the same seeded sequence. It counts the server's answers, not a policy's choice; "+
 		"with no retries there is nothing to stop.", same, 100*stopShare, 100*c.errorRate, 100*c.pushbackRate)
+}
+
+// lateNote reports the calls that started late, if any: the machine was
+// too busy to start them when they were due.
+func lateNote(results []*outcome) string {
+	total, late := 0, 0
+	var worst time.Duration
+	var who []string
+	for _, o := range results {
+		total += o.calls
+		late += len(o.late)
+		for _, s := range o.late {
+			worst = max(worst, s.to-s.from)
+		}
+		if len(o.late) > 0 {
+			who = append(who, fmt.Sprintf("%s %d", o.pol.name, len(o.late)))
+		}
+	}
+	if late == 0 {
+		return ""
+	}
+	return fmt.Sprintf("The machine was busy: %d of %d calls started more than %s after they were due, at most %s late (%s). "+
+		"Their attempts reached the server bunched together, so the load chart marks when, with an orange strip along its bottom: "+
+		"a spike above it is the load generator catching up, not the policy.",
+		late, total, msString(lateAfter(results[0].slice)), msString(worst), strings.Join(who, ", "))
 }
 
 // hedgeDelayLine reports the hedging delay each adaptive policy settled on.
@@ -455,8 +562,9 @@ func runPolicy(ctx context.Context, c demoConfig, p policy) (*outcome, error) {
 	// does, as real traffic would, so a fast-failing outage does not turn
 	// into a flood of calls. Call i is due at i/rate; one that comes due
 	// while the machine is busy starts late rather than not at all, so
-	// every policy makes the same calls.
+	// every policy makes the same calls, and the lateness is noted.
 	o := &outcome{pol: p, slice: slice}
+	tolerance := lateAfter(slice)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	n := int(c.duration * time.Duration(c.rate) / time.Second)
@@ -478,10 +586,15 @@ calls:
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Late by the dispatcher's wait and the goroutine's.
+			late := time.Since(start) - at
 			r := call(ctx, tc, c.timeout)
 			mu.Lock()
 			defer mu.Unlock()
 			o.add(r, inOutage)
+			if late > tolerance {
+				o.late = append(o.late, span{at, at + late})
+			}
 		}()
 	}
 	wg.Wait()
@@ -489,6 +602,7 @@ calls:
 		return nil, err
 	}
 	slices.Sort(o.latencies)
+	slices.SortFunc(o.late, func(a, b span) int { return cmp.Compare(a.from, b.from) })
 	o.load = srv.Load()
 	if p.hedges() {
 		o.hedgeDelay = cfg.MethodConfigs[0].HedgingPolicy.HedgingDelay
@@ -542,9 +656,14 @@ func (o *outcome) add(r callResult, inOutage bool) {
 	}
 }
 
+// lateColor marks the times calls started late on the load chart, in a
+// strip along its bottom: Paul Tol's orange, apart from every line's
+// colour and the outage's grey.
+const lateColor = "#EE7733"
+
 // demoCharts returns the latency tail of every policy, on log-log axes with
 // the percentiles marked, and the server's load over time.
-func demoCharts(c demoConfig, results []*outcome) []*svgplot.Chart {
+func demoCharts(c demoConfig, results []*outcome) []svgplot.Figure {
 	tail := &svgplot.Chart{
 		Title:  "Latency tail: the fraction of calls slower than x, per policy",
 		XLabel: "call latency (ms, log scale; failed calls included)",
@@ -557,7 +676,7 @@ func demoCharts(c demoConfig, results []*outcome) []*svgplot.Chart {
 		},
 	}
 	for _, o := range results {
-		tail.Series = append(tail.Series, svgplot.Series{Name: o.pol.name, Points: ccdf(o.latencies)})
+		tail.Series = append(tail.Series, svgplot.Series{Name: o.pol.name, Points: ccdf(o.latencies), Steps: true})
 		if o.pol.hedges() && o.hedgeDelay > 0 {
 			what := "hedge"
 			if o.pol.adaptive != nil {
@@ -567,27 +686,60 @@ func demoCharts(c demoConfig, results []*outcome) []*svgplot.Chart {
 		}
 	}
 	tail.Marks = slices.CompactFunc(tail.Marks, func(a, b svgplot.Mark) bool { return a.Value == b.Value && a.Horizontal == b.Horizontal })
-	load := &svgplot.Chart{Title: "Server load over time", XLabel: "time (s)", YLabel: "attempts/s"}
+	load := &svgplot.Chart{Title: "Server load over time", XLabel: "time from the start of each policy's run (s)", YLabel: "attempts/s"}
 	if c.outage > 0 {
 		from, to := c.outageWindow()
 		load.Bands = []svgplot.Band{{From: from.Seconds(), To: to.Seconds(), Label: "outage"}}
 	}
+	for _, s := range lateSpans(results) {
+		load.Bands = append(load.Bands, svgplot.Band{From: s.from.Seconds(), To: s.to.Seconds(), Color: lateColor, Strip: true,
+			Legend: "calls started late (busy machine)"})
+	}
 	for _, o := range results {
 		s := svgplot.Series{Name: o.pol.name}
 		for i, v := range o.load {
+			// Only the slices wholly within the run: the last one, cut
+			// short by the end of the calls, would read as a drop in load.
+			if time.Duration(i+1)*o.slice > c.duration {
+				break
+			}
 			s.Points = append(s.Points, svgplot.Point{X: (float64(i) + 0.5) * o.slice.Seconds(), Y: float64(v) / o.slice.Seconds()})
 		}
 		load.Series = append(load.Series, s)
 	}
-	return []*svgplot.Chart{tail, load}
+	return []svgplot.Figure{tail, load}
+}
+
+// lateSpans returns the stretches of time when some policy's calls started
+// late, merged where they overlap or nearly touch, in order.
+func lateSpans(results []*outcome) []span {
+	var all []span
+	for _, o := range results {
+		all = append(all, o.late...)
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	slices.SortFunc(all, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	gap := results[0].slice
+	out := []span{all[0]}
+	for _, s := range all[1:] {
+		if last := &out[len(out)-1]; s.from <= last.to+gap {
+			last.to = max(last.to, s.to)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// ccdf returns the complementary CDF of sorted latencies: at each latency,
-// the fraction of calls that took at least that long. Every point of the
-// last 200 is kept, since they make the tail; before them, about 300 evenly
-// spaced ones.
+// ccdf returns the fraction of calls slower than each latency of sorted,
+// to draw as steps: at the i-th fastest of n calls, (n-i-1)/n are slower.
+// The slowest call's step ends at its latency, at 1/n: on a log scale the
+// drop to 0 cannot be drawn. Every point of the last 200 is kept, since
+// they make the tail; before them, about 300 evenly spaced ones.
 func ccdf(sorted []time.Duration) []svgplot.Point {
 	n := len(sorted)
 	step := max(1, (n-200)/300)
@@ -596,26 +748,20 @@ func ccdf(sorted []time.Duration) []svgplot.Point {
 		if n-i > 200 && i%step != 0 {
 			continue
 		}
-		pts = append(pts, svgplot.Point{X: ms(sorted[i]), Y: float64(n-i) / float64(n)})
+		pts = append(pts, svgplot.Point{X: ms(sorted[i]), Y: float64(max(n-i-1, 1)) / float64(n)})
 	}
 	return pts
 }
 
-func writeStacked(path string, charts ...*svgplot.Chart) error {
-	var b bytes.Buffer
-	if _, err := svgplot.WriteStacked(&b, charts...); err != nil {
-		return err
-	}
-	return os.WriteFile(path, b.Bytes(), 0o644)
-}
-
-// demoConclusion explains the results in a few sentences: which policy
-// won on success rate, on p99 latency and on extra load, and why, from
-// the measured numbers. The policy without retry or hedging policy, if
-// any, is the yardstick.
-func demoConclusion(c demoConfig, results []*outcome) []string {
+// demoConclusion explains the results: one headline for each question
+// (success rate, p99 latency, extra load), a warning for every policy that
+// did worse than no retries, then why, from the measured numbers. Every
+// number is written as the table writes it. The policy without retry or
+// hedging policy, if any, is the yardstick.
+func demoConclusion(c demoConfig, results []*outcome) conclusion {
+	var out conclusion
 	if len(results) == 0 {
-		return nil
+		return out
 	}
 	var base *outcome
 	var others []*outcome
@@ -626,13 +772,6 @@ func demoConclusion(c demoConfig, results []*outcome) []string {
 			others = append(others, o)
 		}
 	}
-	names := func(os []*outcome) string {
-		var s []string
-		for _, o := range os {
-			s = append(s, o.pol.name)
-		}
-		return joinAnd(s)
-	}
 	pick := func(idx []int) []*outcome {
 		var out []*outcome
 		for _, i := range idx {
@@ -640,23 +779,35 @@ func demoConclusion(c demoConfig, results []*outcome) []string {
 		}
 		return out
 	}
-	var out []string
+	// each lists the policies with their values, as "a (1.0%) and b (2.0%)",
+	// or one name and its value.
+	each := func(os []*outcome, value func(*outcome) string) string {
+		var s []string
+		for _, o := range os {
+			s = append(s, fmt.Sprintf("%s (%s)", o.pol.name, value(o)))
+		}
+		return joinAnd(s)
+	}
+	success := func(o *outcome) string { return pct(o.successRate()) }
+	p99 := func(o *outcome) string { return msString(o.quantile(0.99)) }
+	attempts := func(o *outcome) string { return perCall(o.attemptsPerCall()) }
 
 	// Success rate: higher wins; half a point apart is a tie.
 	won := pick(leaders(len(results), func(i int) float64 { return results[i].successRate() }, true, 0.005))
 	w := won[0]
 	switch {
 	case base != nil && len(won) == len(results):
-		out = append(out, fmt.Sprintf("On success rate no policy beat no retries: all were within half a point of %.1f%%.", 100*w.successRate()))
+		out.Headlines = append(out.Headlines, fmt.Sprintf("Success rate: no policy beat no retries; all were within half a point of %s.", success(w)))
 	default:
-		s := fmt.Sprintf("On success rate %s won with %.1f%% of calls succeeding", names(won), 100*w.successRate())
+		h := fmt.Sprintf("Success rate: %s won with %s of calls succeeding", w.pol.name, success(w))
 		if len(won) > 1 {
-			s = fmt.Sprintf("On success rate %s tied at about %.1f%% of calls succeeding", names(won), 100*w.successRate())
+			h = fmt.Sprintf("Success rate: %s tied, within half a point", each(won, success))
 		}
 		if base != nil && w != base {
-			s += fmt.Sprintf(", against %.1f%% with no retries: %s %s", 100*base.successRate(), w.pol.name, w.pol.how)
+			h += fmt.Sprintf(", against %s with no retries", success(base))
+			out.Detail = append(out.Detail, fmt.Sprintf("%s %s.", w.pol.name, w.pol.how))
 		}
-		out = append(out, s+".")
+		out.Headlines = append(out.Headlines, h+".")
 		if failed := w.calls - w.ok; failed > 0 {
 			// Why retrying stopped is one reason per call; when the call
 			// started is another view of the same calls.
@@ -670,36 +821,37 @@ func demoConclusion(c demoConfig, results []*outcome) []string {
 			if rest := failed - w.throttled - w.pushback; rest > 0 {
 				why = append(why, fmt.Sprintf("%d ran out of attempts or time", rest))
 			}
-			s := fmt.Sprintf("Of its %d failed calls, %s", failed, joinAnd(why))
+			s := fmt.Sprintf("Of %s's %d failed calls, %s", w.pol.name, failed, joinAnd(why))
 			if w.failedInOutage > 0 {
 				s += fmt.Sprintf("; %d of the %d started during the %v outage", w.failedInOutage, failed, c.outage)
 			}
-			out = append(out, s+".")
+			out.Detail = append(out.Detail, s+".")
 		}
 	}
 
 	// p99 latency: lower wins; within 5% of the best (or 1ms) is a tie.
-	p99s := func(i int) float64 { return ms(results[i].quantile(0.99)) }
-	best := p99s(leaders(len(results), p99s, false, 0)[0])
-	won = pick(leaders(len(results), p99s, false, max(1, best/20)))
+	p99ms := func(i int) float64 { return ms(results[i].quantile(0.99)) }
+	best := p99ms(leaders(len(results), p99ms, false, 0)[0])
+	won = pick(leaders(len(results), p99ms, false, max(1, best/20)))
 	w = won[0]
-	p99 := w.quantile(0.99)
-	s := fmt.Sprintf("On p99 latency %s won with %s", names(won), msString(p99))
+	h := fmt.Sprintf("p99 latency: %s won with %s", w.pol.name, p99(w))
 	if len(won) > 1 {
-		s = fmt.Sprintf("On p99 latency %s tied at about %s", names(won), msString(p99))
+		h = fmt.Sprintf("p99 latency: %s tied, within 5%%", each(won, p99))
 	}
 	if base != nil && w != base {
 		bp := base.quantile(0.99)
-		s += fmt.Sprintf(", against %s with no retries", msString(bp))
+		h += fmt.Sprintf(", against %s with no retries", msString(bp))
+		s := ""
 		if c.stragglerRate > 0.01 && bp >= c.stragglerLatency {
-			s += fmt.Sprintf(": %.0f%% of attempts stall for %v, so at p99 a call that does not race a second attempt waits for a stalled one", 100*c.stragglerRate, c.stragglerLatency)
+			s = fmt.Sprintf("%.0f%% of attempts stall for %v, so at p99 a call that does not race a second attempt waits for a stalled one; ", 100*c.stragglerRate, c.stragglerLatency)
 		}
-		s += fmt.Sprintf("; %s %s", w.pol.name, w.pol.how)
+		s += fmt.Sprintf("%s %s", w.pol.name, w.pol.how)
 		if w.pol.hedges() && w.hedgeDelay > 0 {
 			s += fmt.Sprintf(" (here %s)", msString(w.hedgeDelay))
 		}
+		out.Detail = append(out.Detail, s+".")
 	}
-	out = append(out, s+".")
+	out.Headlines = append(out.Headlines, h+".")
 
 	// Extra load, among the policies that retry or hedge: no retries adds
 	// none by definition.
@@ -711,20 +863,45 @@ func demoConclusion(c demoConfig, results []*outcome) []string {
 		}
 		w := won[0]
 		worst := slices.MaxFunc(others, func(a, b *outcome) int { return cmpFloat(a.attemptsPerCall(), b.attemptsPerCall()) })
-		s := fmt.Sprintf("Of the policies that retry or hedge, %s added the least load, %.3f extra attempts per call", names(won), w.attemptsPerCall()-1)
+		h := fmt.Sprintf("Extra load: of the policies that retry or hedge, %s made the fewest attempts, %s per call", w.pol.name, attempts(w))
+		if len(won) > 1 {
+			h = fmt.Sprintf("Extra load: of the policies that retry or hedge, %s made the fewest attempts per call, within 0.01", each(won, attempts))
+		}
 		if worst.attemptsPerCall()-w.attemptsPerCall() > 0.01 {
-			s += fmt.Sprintf(" against %.3f for %s", worst.attemptsPerCall()-1, worst.pol.name)
+			h += fmt.Sprintf(", against %s for %s", attempts(worst), worst.pol.name)
 		}
+		out.Headlines = append(out.Headlines, h+".")
 		if w.throttled > 0 {
-			s += fmt.Sprintf(": its throttle refused the retries or hedges of %d calls once failures had drained its tokens", w.throttled)
+			out.Detail = append(out.Detail, fmt.Sprintf("%s's throttle refused the retries or hedges of %d calls once failures had drained its tokens.", w.pol.name, w.throttled))
 		}
-		out = append(out, s+".")
 		if from, to := c.outageWindow(); c.outage > 0 && base != nil {
 			if b := base.outageLoad(from, to); b > 0 && worst != w {
-				out = append(out, fmt.Sprintf("During the outage %s sent %.1f× the attempts of no retries, %s %.1f×: "+
+				out.Detail = append(out.Detail, fmt.Sprintf("During the outage %s sent %.1f times the attempts of no retries, %s %.1f times: "+
 					"a budget keeps a failing server from being hit harder the longer it fails.",
 					worst.pol.name, worst.outageLoad(from, to)/b, w.pol.name, w.outageLoad(from, to)/b))
 			}
+		}
+	}
+
+	// Worse than no retries, by more than what counts as a tie above.
+	if base != nil {
+		var worse []string
+		for _, o := range others {
+			var how []string
+			if base.successRate()-o.successRate() > 0.005 {
+				how = append(how, fmt.Sprintf("%s of calls succeeded against %s", success(o), success(base)))
+			}
+			if bp, op := ms(base.quantile(0.99)), ms(o.quantile(0.99)); op-bp > max(1, bp/20) {
+				how = append(how, fmt.Sprintf("p99 %s against %s", p99(o), p99(base)))
+			}
+			if len(how) > 0 {
+				worse = append(worse, fmt.Sprintf("%s (%s)", o.pol.name, strings.Join(how, "; ")))
+			}
+		}
+		if len(worse) > 0 {
+			out.Headlines = append(out.Headlines, fmt.Sprintf("Worse than no retries: %s.", joinAnd(worse)))
+		} else {
+			out.Headlines = append(out.Headlines, "No policy did worse than no retries in success rate or p99 latency, beyond what counts as a tie.")
 		}
 	}
 	return out

@@ -29,8 +29,8 @@ import (
 // writeDemoTrace makes one retried and one hedged call through grpcretry
 // with tracing on, against a scripted grpc-go server on 127.0.0.1, prints
 // each call's trace as a tree to stdout and writes the spans to file as
-// JSON, one object per span in the form of the OpenTelemetry stdout
-// exporter (stdouttrace). An empty file does nothing.
+// one JSON document: an array with an object per span, in the form of the
+// OpenTelemetry stdout exporter (stdouttrace). An empty file does nothing.
 func writeDemoTrace(ctx context.Context, stdout io.Writer, file string) error {
 	if file == "" {
 		return nil
@@ -39,19 +39,11 @@ func writeDemoTrace(ctx context.Context, stdout io.Writer, file string) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Create(file)
+	doc, err := json.MarshalIndent(spans, "", "\t")
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(f)
-	enc.SetIndent("", "\t")
-	for _, s := range spans {
-		if err := enc.Encode(s); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := f.Close(); err != nil {
+	if err := os.WriteFile(file, append(doc, '\n'), 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\nTraces of one retried and one hedged call (spans in %s):\n", file)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,20 +25,29 @@ func TestDemoTrace(t *testing.T) {
 	if err := writeDemoTrace(context.Background(), &out, file); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(file)
+	checkTraceFile(t, file)
+	const call, attempt = "Sent.grpc.testing.TestService.UnaryCall", "Attempt.grpc.testing.TestService.UnaryCall"
+	text := out.String()
+	for _, want := range []string{call + "  OK", "├─ " + attempt + " previous-rpc-attempts=0  UNAVAILABLE", "· pushback received 20ms (attempt 2)", "· hedge cancelled (attempt 1)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// checkTraceFile checks that file holds one JSON document, an array of the
+// spans of one retried and one hedged call: the retried call's three
+// attempts, and the hedged call's two, the first cancelled when the hedge
+// won.
+func checkTraceFile(t *testing.T, file string) {
+	t.Helper()
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	var spans []jsonSpan
-	for dec := json.NewDecoder(f); ; {
-		var s jsonSpan
-		if err := dec.Decode(&s); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		spans = append(spans, s)
+	if err := json.Unmarshal(data, &spans); err != nil {
+		t.Fatalf("the trace file is not one JSON array of spans: %v", err)
 	}
 	const call, attempt = "Sent.grpc.testing.TestService.UnaryCall", "Attempt.grpc.testing.TestService.UnaryCall"
 	var calls []jsonSpan
@@ -50,10 +57,8 @@ func TestDemoTrace(t *testing.T) {
 		}
 	}
 	if len(calls) != 2 {
-		t.Fatalf("%d call spans, want 2 (retried, hedged):\n%s", len(calls), out.String())
+		t.Fatalf("%d call spans, want 2 (retried, hedged)", len(calls))
 	}
-	// The retried call: three attempts; the hedged one: two, the first
-	// cancelled when the hedge won.
 	wantEvents := [][]string{
 		{"backoff started", "pushback received", "backoff started"},
 		{"hedge sent", "committed", "hedge cancelled"},
@@ -78,25 +83,5 @@ func TestDemoTrace(t *testing.T) {
 		if !slices.Equal(got, wantEvents[i]) {
 			t.Errorf("call %d events %q, want %q", i+1, got, wantEvents[i])
 		}
-	}
-	text := out.String()
-	for _, want := range []string{call + "  OK", "├─ " + attempt + " previous-rpc-attempts=0  UNAVAILABLE", "· pushback received 20ms (attempt 2)", "· hedge cancelled (attempt 1)"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("output lacks %q:\n%s", want, text)
-		}
-	}
-}
-
-func TestDemoTraceFlag(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "trace.json")
-	out, stderr, code := runCLI(t, "demo", "-duration", "100ms", "-rate", "50", "-outage", "0", "-svg", "", "-trace", file)
-	if code != 0 {
-		t.Fatalf("exit %d, stderr: %s", code, stderr)
-	}
-	if !strings.Contains(out, "Traces of one retried and one hedged call (spans in "+file+")") {
-		t.Errorf("output lacks the traces:\n%s", out)
-	}
-	if fi, err := os.Stat(file); err != nil || fi.Size() == 0 {
-		t.Errorf("trace file: %v, %v", fi, err)
 	}
 }

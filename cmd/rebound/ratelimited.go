@@ -9,24 +9,25 @@ import (
 	"github.com/rebound-go/rebound/internal/sim"
 )
 
+const rateLimitedIntro = "A rate-limited API: a server accepting 20 req/s with a burst of 2, refusing the rest with a 1s wait; " +
+	"calls with a 10s deadline, up to 3 attempts. Succeeded, requests the server saw per call, and, with " +
+	"ten processes, the least and most any process got of the server over the second half, in fair shares, " +
+	"and Jain's fairness index of those shares (1 when all are equal)."
+
 // runRateLimited prints the rate-limited API table: every policy against
-// a server limited to 20 req/s with a burst of 2, one process and ten
-// sharing the limit.
-func runRateLimited(ctx context.Context, seed uint64, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stdout, "A rate-limited API: a server accepting 20 req/s with a burst of 2, refusing the rest with a 1s wait;")
-	fmt.Fprintln(stdout, "calls with a 10s deadline, up to 3 attempts. Succeeded, requests the server saw per call, and, with")
-	fmt.Fprintln(stdout, "ten processes, the least and most any process got of the server over the second half, in fair shares,")
-	fmt.Fprintln(stdout, "and Jain's fairness index of those shares (1 when all are equal).")
-	fmt.Fprintln(stdout)
+// a server limited to 20 req/s with a burst of 2, in each of scenarios
+// (sim.RateScenarios: one process and ten sharing the limit). html, if not
+// "", gets the same as a page.
+func runRateLimited(ctx context.Context, scenarios []sim.RateScenario, seed uint64, html string, stdout, stderr io.Writer) int {
 	cols := []string{"scenario"}
 	for _, p := range sim.RatePolicies {
 		cols = append(cols, p.String())
 	}
-	fmt.Fprintf(stdout, "| %s |\n|%s\n", strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
-	for _, s := range sim.RateScenarios {
+	table := [][]string{cols}
+	for _, s := range scenarios {
 		res, err := sim.RunRateLimited(ctx, s, seed)
 		if err != nil {
-			fmt.Fprintf(stderr, "sim: -ratelimited: %v\n", err)
+			fmt.Fprintf(stderr, "rebound sim: -ratelimited: %v\n", err)
 			return 1
 		}
 		cells := []string{s.Name}
@@ -37,7 +38,25 @@ func runRateLimited(ctx context.Context, seed uint64, stdout, stderr io.Writer) 
 			}
 			cells = append(cells, c)
 		}
-		fmt.Fprintf(stdout, "| %s |\n", strings.Join(cells, " | "))
+		table = append(table, cells)
 	}
+	fmt.Fprintf(stdout, "%s\n\n", wrap(rateLimitedIntro, 100))
+	fmt.Fprintf(stdout, "| %s |\n|%s\n", strings.Join(table[0], " | "), strings.Repeat("---|", len(table[0])))
+	for _, row := range table[1:] {
+		fmt.Fprintf(stdout, "| %s |\n", strings.Join(row, " | "))
+	}
+	if html == "" {
+		return 0
+	}
+	page := htmlReport{
+		Title:    "rebound sim -ratelimited",
+		Scenario: []string{rateLimitedIntro},
+		Tables:   []htmlTable{{Caption: fmt.Sprintf("Results (seed %d)", seed), Rows: table}},
+	}
+	if err := page.write(html); err != nil {
+		fmt.Fprintf(stderr, "rebound sim: -html: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "\nwrote the report (table) to %s\n", html)
 	return 0
 }

@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -41,19 +41,17 @@ var simFlags = map[string]string{
 	"RetryShare":           "-retry-share",
 }
 
-const simAbout = `usage: rebound sim [flags]
-
-Simulates many clients retrying against one server through an outage, in
+var simHelp = help{
+	name:  "sim",
+	usage: "rebound sim [flags]",
+	about: `Simulates many clients retrying against one server through an outage, in
 virtual time, and compares retry policies on the same seeded arrivals: no
 retries, naive retries (up to -max-attempts), A6 retryPolicy with a
 throttle per client (-max-tokens, -token-ratio), the Smithy standard
 strategy with a token bucket per client (-bucket, -retry-cost, -refund),
 the SRE book's adaptive throttle per client (-adaptive-k,
 -adaptive-window), the server shedding load with pushback (-retry-share),
-and the other budgets listed under "policies" in the output. -fleet prints
-instead the same outage at fleet scale: 50 clients at 20 req/s against
-10,000 at 0.1, where budgets that learn from their own client's failures
-stop protecting the server.
+and the other budgets listed under "policies" in the output.
 
 Model: each client sends new requests as a Poisson process (-rate per
 second). The server has -capacity × -latency workers: an attempt that finds
@@ -65,18 +63,28 @@ a jittered exponential backoff; no attempt starts past a request's -deadline.
 Prints per policy: requests, attempts, load amplification (attempts per
 request, overall and during the outage), goodput (successes per second,
 overall and after the outage), success rate and the p50/p99 time to success,
-then a conclusion drawn from those numbers: which policy won on success
-rate, on time to success and on load during the outage, and why. Writes an
-SVG of the offered load and of the load amplification over time to -svg,
-and with -html one page holding all of it. The same flags give the same
-output, byte for byte.
+then a conclusion drawn from those numbers: one line per question (success
+rate, time to success, load during the outage), every policy that did worse
+than no retries, and why. Writes an SVG of the offered load and of the load
+amplification over time, one small chart per policy, to -svg, and with
+-html one page holding all of it. The same flags give the same output, byte
+for byte.
 
-flags:
-`
+-fleet prints instead the same outage at fleet scale: 50 clients at 20
+req/s against 10,000 at 0.1, where budgets that learn from their own
+client's failures stop protecting the server. Each row sets -clients,
+-rate and -outage-capacity itself, and it draws no chart: -html writes its
+table as a page.
+
+-ratelimited prints instead every client policy against a rate-limited API;
+only -seed and -html apply to it.`,
+}
+
+// fleetSets are the flags each row of -fleet sets itself.
+var fleetSets = []string{"clients", "rate", "outage-capacity"}
 
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := simHelp.newFlagSet()
 	c := sim.DefaultConfig
 	fs.IntVar(&c.Clients, "clients", c.Clients, "number of client processes, each with its own retry budget")
 	fs.Float64Var(&c.Rate, "rate", c.Rate, "new requests per second of each client")
@@ -104,48 +112,54 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&c.RetryShare, "retry-share", c.RetryShare, "shedder: share of recent attempts it may refuse and still invite retries")
 	fleet := fs.Bool("fleet", false, "print the fleet-scale table instead: 50 x 20 and 10,000 x 0.1 req/s, full outage and 50% brownout, every policy")
 	rateLimited := fs.Bool("ratelimited", false, "print the rate-limited API table instead: a server at 20 req/s, one process and ten sharing it, every client policy")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, simAbout)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := simHelp.parse(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "sim: unexpected argument %q\n", fs.Arg(0))
-		return 2
+		return simHelp.fail(stderr, "unexpected argument %q", fs.Arg(0))
 	}
-	if *fleet {
-		return runFleet(ctx, c, stdout, stderr)
+	set := setFlags(fs)
+	switch {
+	case *fleet && *rateLimited:
+		return simHelp.fail(stderr, "-fleet and -ratelimited are two different tables: give one")
+	case *rateLimited:
+		for _, name := range slices.Sorted(maps.Keys(set)) {
+			if name != "ratelimited" && name != "seed" && name != "html" {
+				return simHelp.fail(stderr, "-%s does not apply to -ratelimited (only -seed and -html do)", name)
+			}
+		}
+	case *fleet:
+		for _, name := range fleetSets {
+			if set[name] {
+				return simHelp.fail(stderr, "-%s does not apply to -fleet: each row sets it", name)
+			}
+		}
+		if set["svg"] {
+			return simHelp.fail(stderr, "-svg does not apply to -fleet: it prints a table and draws no chart (-html writes the table as a page)")
+		}
+		*svgPath = ""
 	}
 	if *rateLimited {
-		return runRateLimited(ctx, c.Seed, stdout, stderr)
+		*svgPath = ""
+	}
+	if err := checkOutputs(map[string]string{"svg": *svgPath, "html": *htmlPath}); err != nil {
+		return simHelp.fail(stderr, "%v", err)
+	}
+	if *fleet {
+		return runFleet(ctx, c, *htmlPath, stdout, stderr)
+	}
+	if *rateLimited {
+		return runRateLimited(ctx, sim.RateScenarios, c.Seed, *htmlPath, stdout, stderr)
 	}
 	report, err := sim.Run(ctx, c)
-	var fe *sim.FieldError
-	switch {
-	case errors.As(err, &fe):
-		name, ok := simFlags[fe.Field]
-		if !ok {
-			name = "Config." + fe.Field
-		}
-		fmt.Fprintf(stderr, "sim: %s %s\n", name, fe.Problem)
-		return 2
-	case errors.Is(err, sim.ErrTooManyEvents):
-		fmt.Fprintf(stderr, "%v: lower -clients, -rate, -duration or -max-attempts\n", err)
-		return 2
-	case err != nil:
-		fmt.Fprintf(stderr, "sim: %v\n", err)
-		return 1
+	if code, ok := simRunError(err, stderr); !ok {
+		return code
 	}
 	printSimReport(stdout, report)
 	charts := simCharts(report)
 	if *svgPath != "" {
-		if err := writeStacked(*svgPath, charts...); err != nil {
-			fmt.Fprintf(stderr, "sim: -svg: %v\n", err)
+		if err := writeFigures(*svgPath, charts...); err != nil {
+			fmt.Fprintf(stderr, "rebound sim: -svg: %v\n", err)
 			return 1
 		}
 		fmt.Fprintf(stdout, "\nwrote the charts (offered load, load amplification over time) to %s\n", *svgPath)
@@ -169,7 +183,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			Charts:     charts,
 		}
 		if err := page.write(*htmlPath); err != nil {
-			fmt.Fprintf(stderr, "sim: -html: %v\n", err)
+			fmt.Fprintf(stderr, "rebound sim: -html: %v\n", err)
 			return 1
 		}
 		fmt.Fprintf(stdout, "wrote the report (tables, charts, policies, conclusion) to %s\n", *htmlPath)
@@ -177,26 +191,53 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// simScenario describes the scenario in a few lines.
-func simScenario(r *sim.Report) string {
-	c := r.Config
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d clients × %.6g req/s = %.6g req/s; server %.6g req/s (%d workers × %v)\n",
-		c.Clients, c.Rate, float64(c.Clients)*c.Rate, c.Capacity, c.Workers(), c.Latency)
-	if c.OutageLength > 0 {
-		fmt.Fprintf(&b, "outage from %v to %v at %.6g%% capacity; ", c.OutageStart, c.OutageStart+c.OutageLength, 100*c.OutageCapacity)
-	} else {
-		fmt.Fprint(&b, "no outage; ")
+// simRunError reports an error of sim.Run or sim.RunFleet: a bad flag as a
+// usage error naming the flag, anything else as a failure. ok is true for
+// no error.
+func simRunError(err error, stderr io.Writer) (code int, ok bool) {
+	var fe *sim.FieldError
+	switch {
+	case err == nil:
+		return 0, true
+	case errors.As(err, &fe):
+		name, ok := simFlags[fe.Field]
+		if !ok {
+			name = "Config." + fe.Field
+		}
+		return simHelp.fail(stderr, "%s %s", name, fe.Problem), false
+	case errors.Is(err, sim.ErrTooManyEvents):
+		return simHelp.fail(stderr, "%s: lower -clients, -rate, -duration or -max-attempts", strings.TrimPrefix(err.Error(), "sim: ")), false
 	}
-	fmt.Fprintf(&b, "run %v of virtual time; seed %d\n", c.Duration, c.Seed)
+	fmt.Fprintf(stderr, "rebound sim: %v\n", err)
+	return 1, false
+}
+
+// simScenario describes the scenario in a few lines.
+func simScenario(r *sim.Report) []string {
+	c := r.Config
+	var lines []string
+	lines = append(lines, fmt.Sprintf("%d clients × %.6g req/s = %.6g req/s; server %.6g req/s (%d workers × %v)",
+		c.Clients, c.Rate, float64(c.Clients)*c.Rate, c.Capacity, c.Workers(), c.Latency))
+	outage := "no outage; "
+	if c.OutageLength > 0 {
+		outage = fmt.Sprintf("outage from %v to %v at %.6g%% capacity; ", c.OutageStart, c.OutageStart+c.OutageLength, 100*c.OutageCapacity)
+	}
+	lines = append(lines, outage+fmt.Sprintf("run %v of virtual time; seed %d", c.Duration, c.Seed))
 	deadline := "none"
 	if c.Deadline > 0 {
 		deadline = c.Deadline.String()
 	}
-	fmt.Fprintf(&b, "retries: up to %d attempts, backoff random(0, min(%v×%.6g^(n-1), %v)), deadline %s",
-		c.MaxAttempts, c.Backoff.Initial, c.Backoff.Multiplier, c.Backoff.Max, deadline)
-	return b.String()
+	lines = append(lines, fmt.Sprintf("retries: up to %d attempts, backoff random(0, min(%v×%.6g^(n-1), %v)), deadline %s",
+		c.MaxAttempts, c.Backoff.Initial, c.Backoff.Multiplier, c.Backoff.Max, deadline))
+	return lines
 }
+
+// The formats of sim's numbers, in the tables and the conclusion alike, so
+// that the two agree to the digit.
+func amp(v float64) string               { return fmt.Sprintf("%.2fx", v) }
+func rate(v float64) string              { return fmt.Sprintf("%.1f", v) }
+func share(v float64) string             { return fmt.Sprintf("%.1f%%", 100*v) }
+func simDuration(d time.Duration) string { return d.Round(time.Millisecond).String() }
 
 // simTables returns the results table and the table of failed requests by
 // why retrying stopped, headings first.
@@ -205,9 +246,9 @@ func simTables(r *sim.Report) (results, failed [][]string) {
 	failed = [][]string{{"policy", "attempts", "budget", "pushback", "deadline"}}
 	for _, res := range r.Results {
 		results = append(results, []string{res.Policy.String(), strconv.Itoa(res.Requests), strconv.Itoa(res.Attempts),
-			fmt.Sprintf("%.2fx", res.Amplification), fmt.Sprintf("%.2fx", res.OutageAmplification),
-			fmt.Sprintf("%.1f", res.Goodput), fmt.Sprintf("%.1f", res.RecoveryGoodput), fmt.Sprintf("%.1f%%", 100*res.SuccessRate),
-			res.P50.Round(time.Millisecond).String(), res.P99.Round(time.Millisecond).String()})
+			amp(res.Amplification), amp(res.OutageAmplification),
+			rate(res.Goodput), rate(res.RecoveryGoodput), share(res.SuccessRate),
+			simDuration(res.P50), simDuration(res.P99)})
 		failed = append(failed, []string{res.Policy.String(), strconv.Itoa(res.Exhausted), strconv.Itoa(res.Throttled), strconv.Itoa(res.PushedBack), strconv.Itoa(res.PastDeadline)})
 	}
 	return results, failed
@@ -217,7 +258,7 @@ const simLegend = "amp = attempts per request; amp-outage = attempts sent during
 	"goodput = successes per second; recovery = the same after the outage; p50/p99 = time to success."
 
 func printSimReport(w io.Writer, r *sim.Report) {
-	fmt.Fprintf(w, "%s\n\n", simScenario(r))
+	fmt.Fprintf(w, "%s\n\n", strings.Join(simScenario(r), "\n"))
 	results, failed := simTables(r)
 	writeTable(w, results)
 	fmt.Fprintln(w, "\nfailed requests by why retrying stopped:")
@@ -227,17 +268,37 @@ func printSimReport(w io.Writer, r *sim.Report) {
 		fmt.Fprintf(w, "  %-18s %s\n", res.Policy, res.Policy.Describe(r.Config))
 	}
 	fmt.Fprintln(w, wrap(simLegend, 100))
-	fmt.Fprintf(w, "\n%s\n", wrap(strings.Join(simConclusion(r), " "), 100))
+	fmt.Fprintln(w)
+	simConclusion(r).print(w)
 }
 
-// simConclusion explains the results in a few sentences: which policy won
-// on success rate, on p99 time to success and on the load it added during
-// the outage, and why, from the numbers of the report. The policy that
-// makes one attempt per request, if any, is the yardstick.
-func simConclusion(r *sim.Report) []string {
+// verdict says who won on a question: "a won with V"; when several tied,
+// "a, b and c tied at V" if their values read the same, else "a (V1) and
+// b (V2) tied within tie".
+func verdict(names, values []string, tie string) string {
+	switch {
+	case len(names) == 1:
+		return names[0] + " won with " + values[0]
+	case len(slices.Compact(slices.Clone(values))) == 1:
+		return joinAnd(names) + " tied at " + values[0]
+	}
+	s := make([]string, len(names))
+	for i := range names {
+		s[i] = fmt.Sprintf("%s (%s)", names[i], values[i])
+	}
+	return joinAnd(s) + " tied within " + tie
+}
+
+// simConclusion explains the results: one headline per question (success
+// rate, p99 time to success, load during the outage), one naming every
+// policy that did worse than no retries, then why, from the numbers of the
+// report, each written as the tables write it. The policy that makes one
+// attempt per request, if any, is the yardstick.
+func simConclusion(r *sim.Report) conclusion {
+	var out conclusion
 	res := r.Results
 	if len(res) == 0 {
-		return nil
+		return out
 	}
 	c := r.Config
 	base := -1
@@ -249,170 +310,245 @@ func simConclusion(r *sim.Report) []string {
 			retrying = append(retrying, i)
 		}
 	}
-	names := func(idx []int) string {
-		var s []string
+	// won lists the policies of idx, best first, in a verdict.
+	won := func(idx []int, value func(sim.Result) string, key func(sim.Result) float64, tie string) string {
+		idx = slices.Clone(idx)
+		slices.SortStableFunc(idx, func(a, b int) int { return cmpFloat(key(res[a]), key(res[b])) })
+		var n, v []string
 		for _, i := range idx {
-			s = append(s, res[i].Policy.String())
+			n, v = append(n, res[i].Policy.String()), append(v, value(res[i]))
 		}
-		return joinAnd(s)
+		return verdict(n, v, tie)
 	}
-	var out []string
+	success := func(x sim.Result) string { return share(x.SuccessRate) }
+	p99 := func(x sim.Result) string { return simDuration(x.P99) }
+	outage := func(x sim.Result) string { return amp(x.OutageAmplification) }
 
 	// Success rate: higher wins; half a point apart is a tie.
-	won := leaders(len(res), func(i int) float64 { return res[i].SuccessRate }, true, 0.005)
-	w := res[won[0]]
-	if base >= 0 && len(won) == len(res) {
-		out = append(out, fmt.Sprintf("On success rate no policy beat no-retries: all were within half a point of %.1f%%.", 100*w.SuccessRate))
+	best := leaders(len(res), func(i int) float64 { return res[i].SuccessRate }, true, 0.005)
+	w := res[best[0]]
+	if base >= 0 && len(best) == len(res) {
+		out.Headlines = append(out.Headlines, fmt.Sprintf("Success rate: no policy beat no-retries; all were within half a point of %s.", success(w)))
 	} else {
-		s := fmt.Sprintf("On success rate %s won with %.1f%% of requests succeeding", names(won), 100*w.SuccessRate)
-		if len(won) > 1 {
-			s = fmt.Sprintf("On success rate %s tied at about %.1f%% of requests succeeding", names(won), 100*w.SuccessRate)
+		h := "Success rate: " + won(best, success, func(x sim.Result) float64 { return -x.SuccessRate }, "half a point")
+		if base >= 0 && best[0] != base {
+			h += fmt.Sprintf(", against %s with no retries", success(res[base]))
 		}
-		if base >= 0 && won[0] != base {
-			s += fmt.Sprintf(", against %.1f%% with no retries", 100*res[base].SuccessRate)
-		}
-		out = append(out, s+".")
+		out.Headlines = append(out.Headlines, h+".")
 		if failed := w.Requests - w.Succeeded; failed > 0 {
 			var why []string
 			for _, f := range []struct {
 				n    int
 				what string
-			}{{w.Exhausted, "ran out of attempts"}, {w.Throttled, "had a retry refused by the budget"}, {w.PastDeadline, "reached the deadline"}} {
+			}{{w.Exhausted, "ran out of attempts"}, {w.Throttled, "had a retry refused by the budget"}, {w.PushedBack, "were told to stop by the server"}, {w.PastDeadline, "reached the deadline"}} {
 				if f.n > 0 {
 					why = append(why, fmt.Sprintf("%d %s", f.n, f.what))
 				}
 			}
-			out = append(out, fmt.Sprintf("Of its %d failed requests, %s.", failed, joinAnd(why)))
+			out.Detail = append(out.Detail, fmt.Sprintf("Of %v's %d failed requests, %s.", w.Policy, failed, joinAnd(why)))
 		}
 	}
 
 	// p99 time to success: lower wins; within 5% of the best is a tie.
-	p99 := func(i int) float64 { return res[i].P99.Seconds() }
-	best := p99(leaders(len(res), p99, false, 0)[0])
-	won = leaders(len(res), p99, false, best/20)
-	w = res[won[0]]
-	s := fmt.Sprintf("On p99 time to success %s won with %v", names(won), w.P99.Round(time.Millisecond))
-	if len(won) > 1 {
-		s = fmt.Sprintf("On p99 time to success %s tied at about %v", names(won), w.P99.Round(time.Millisecond))
-	}
+	p99s := func(i int) float64 { return res[i].P99.Seconds() }
+	fastest := p99s(leaders(len(res), p99s, false, 0)[0])
+	best = leaders(len(res), p99s, false, fastest/20)
+	w = res[best[0]]
+	out.Headlines = append(out.Headlines, "p99 time to success: "+won(best, p99, func(x sim.Result) float64 { return x.P99.Seconds() }, "5%")+".")
 	slowest := slices.MaxFunc(res, func(a, b sim.Result) int { return cmpFloat(a.P99.Seconds(), b.P99.Seconds()) })
-	amp := 0.0
-	for _, i := range won {
-		amp = max(amp, res[i].Amplification)
+	most := 0.0
+	for _, i := range best {
+		most = max(most, res[i].Amplification)
 	}
-	if amp < 1.1 && slowest.P99 > 2*w.P99 {
-		s += fmt.Sprintf(": with at most %.2f attempts per request, nearly all %s successes came on a first attempt, "+
-			"while a request that retries rescue waits out their backoff (p99 %v for %v)",
-			amp, map[bool]string{true: "its", false: "their"}[len(won) == 1], slowest.P99.Round(time.Millisecond), slowest.Policy)
+	if most < 1.1 && slowest.P99 > 2*w.P99 {
+		out.Detail = append(out.Detail, fmt.Sprintf("With at most %s attempts per request, nearly all %s successes came on a first attempt, "+
+			"while a request that retries rescue waits out their backoff (p99 %s for %v).",
+			amp(most), map[bool]string{true: "its", false: "their"}[len(best) == 1], p99(slowest), slowest.Policy))
 	}
-	out = append(out, s+".")
 
 	// Load during the outage, among the policies that retry.
 	if c.OutageLength > 0 && len(retrying) > 0 {
 		idx := leaders(len(retrying), func(i int) float64 { return res[retrying[i]].OutageAmplification }, false, 0.02)
-		var won []int
+		var least []int
 		for _, i := range idx {
-			won = append(won, retrying[i])
+			least = append(least, retrying[i])
 		}
-		w := res[won[0]]
+		w := res[least[0]]
 		worst := res[retrying[0]]
 		for _, i := range retrying {
 			if res[i].OutageAmplification > worst.OutageAmplification {
 				worst = res[i]
 			}
 		}
-		s := fmt.Sprintf("During the outage, of the policies that retry, %s added the least load, %.2f× the attempts of one per request", names(won), w.OutageAmplification)
-		if w.Throttled > 0 {
-			s += fmt.Sprintf(" (%v's budget refused the retries of %d requests once failures had drained it)", w.Policy, w.Throttled)
+		h := fmt.Sprintf("Load during the outage, in attempts per request arriving: of the policies that retry, %v added the least, %s", w.Policy, outage(w))
+		if len(least) > 1 {
+			slices.SortStableFunc(least, func(a, b int) int { return cmpFloat(res[a].OutageAmplification, res[b].OutageAmplification) })
+			var each []string
+			for _, i := range least {
+				each = append(each, fmt.Sprintf("%v (%s)", res[i].Policy, outage(res[i])))
+			}
+			h = fmt.Sprintf("Load during the outage, in attempts per request arriving: of the policies that retry, %s added the least, within 0.02x of each other", joinAnd(each))
 		}
 		if worst.OutageAmplification-w.OutageAmplification > 0.02 {
-			s += fmt.Sprintf(", while %v multiplied the load on the server %.2f×", worst.Policy, worst.OutageAmplification)
+			h += fmt.Sprintf("; %v multiplied the load on the server %s", worst.Policy, outage(worst))
 		}
-		out = append(out, s+".")
+		out.Headlines = append(out.Headlines, h+".")
+		if w.Throttled > 0 {
+			out.Detail = append(out.Detail, fmt.Sprintf("%v's clients refused the retries of %d requests themselves once failures had drained their budgets.", w.Policy, w.Throttled))
+		}
 		if worst.Policy != w.Policy {
 			switch d := worst.SuccessRate - w.SuccessRate; {
 			case d > 0.005:
-				s := fmt.Sprintf("Holding the load down cost %.1f points of success rate (%.1f%% against %.1f%%)",
-					100*d, 100*w.SuccessRate, 100*worst.SuccessRate)
+				s := fmt.Sprintf("Holding the load down cost %v %.1f points of success rate against %v (%s against %s)",
+					w.Policy, 100*d, worst.Policy, success(w), success(worst))
 				if w.RecoveryGoodput > 0 || worst.RecoveryGoodput > 0 {
-					s += fmt.Sprintf(", and after the outage %v completed %.1f requests/s against %.1f for %v",
-						w.Policy, w.RecoveryGoodput, worst.RecoveryGoodput, worst.Policy)
+					s += fmt.Sprintf(", and after the outage it completed %s requests/s against %s", rate(w.RecoveryGoodput), rate(worst.RecoveryGoodput))
 				}
-				out = append(out, s+".")
+				out.Detail = append(out.Detail, s+".")
 			default:
-				out = append(out, fmt.Sprintf("It lost nothing for it: %.1f%% of its requests succeeded against %.1f%% for %v, "+
-					"since retries sent into an outage fail too.", 100*w.SuccessRate, 100*worst.SuccessRate, worst.Policy))
+				out.Detail = append(out.Detail, fmt.Sprintf("%v lost nothing for it: %s of its requests succeeded against %s for %v, "+
+					"since retries sent into an outage fail too.", w.Policy, success(w), success(worst), worst.Policy))
 			}
+		}
+	}
+
+	// Every policy that did worse than no retries on what a user gets:
+	// success rate, goodput over the run and after the outage. A value
+	// is worse if it is lower as the table prints it.
+	if base >= 0 {
+		b := res[base]
+		var worse []string
+		for _, i := range retrying {
+			x := res[i]
+			var how []string
+			for _, m := range []struct {
+				what      string
+				got, base float64
+				format    func(float64) string
+			}{
+				{"success", x.SuccessRate, b.SuccessRate, share},
+				{"goodput", x.Goodput, b.Goodput, func(v float64) string { return rate(v) + "/s" }},
+				{"recovery", x.RecoveryGoodput, b.RecoveryGoodput, func(v float64) string { return rate(v) + "/s" }},
+			} {
+				if m.got < m.base && m.format(m.got) != m.format(m.base) {
+					how = append(how, fmt.Sprintf("%s %s against %s", m.what, m.format(m.got), m.format(m.base)))
+				}
+			}
+			if len(how) == 0 {
+				continue
+			}
+			worse = append(worse, fmt.Sprintf("%v (%s)", x.Policy, strings.Join(how, ", ")))
+			if x.RejectedLocally > 0 && (x.Policy == sim.Adaptive || x.Policy == sim.ShedAdaptive) {
+				out.Detail = append(out.Detail, fmt.Sprintf("%v: the clients' adaptive throttles kept %d attempts home, first attempts included: "+
+					"they let through K times the accepts in their window, which the outage's failures fill, "+
+					"so after the outage they go on rejecting until new accepts outweigh them.", x.Policy, x.RejectedLocally))
+			}
+		}
+		if len(worse) > 0 {
+			out.Headlines = append(out.Headlines, fmt.Sprintf("Worse than no retries: %s.", joinAnd(worse)))
+		} else {
+			out.Headlines = append(out.Headlines, "No policy did worse than no retries in success rate, goodput or recovery.")
 		}
 	}
 	return out
 }
 
 // simCharts returns the offered load of every policy over time and its
-// load amplification over time.
-func simCharts(r *sim.Report) []*svgplot.Chart {
-	return []*svgplot.Chart{simChart(r), ampChart(r)}
+// load amplification over time, each as small multiples: a chart per
+// policy, on one scale, so that lines close together do not hide each
+// other.
+func simCharts(r *sim.Report) []svgplot.Figure {
+	return []svgplot.Figure{offeredGrid(r), ampGrid(r)}
 }
 
-// ampChart draws each policy's attempts per arriving request over time,
-// with the outage shaded: 1 is no retries, and the area above it the load
-// that retries add.
-func ampChart(r *sim.Report) *svgplot.Chart {
+// Small multiples: the panel size, and the greys of the reference lines
+// drawn under each policy's own.
+const (
+	panelWidth, panelHeight = 320, 260
+	panelColumns            = 3
+	baseColor               = "#aaaaaa"
+	policyColor             = "#332288"
+)
+
+// panels returns one chart per policy, titled with the policy and its
+// amplification in the outage, with the outage shaded; series gives each
+// panel's lines, and the y axis reaches the largest Y of them all. Only
+// the left column labels the y axis and the bottom row the x axis.
+func panels(r *sim.Report, ylabel string, series func(res sim.Result) []svgplot.Series) []*svgplot.Chart {
 	c := r.Config
-	iv := r.Interval.Seconds()
-	ch := &svgplot.Chart{
-		Title:  "Load amplification over time: attempts sent per request arriving",
-		XLabel: "virtual time (s)",
-		YLabel: fmt.Sprintf("attempts per new request (%v intervals)", r.Interval),
-		Width:  960,
-		Height: 400,
-		Marks:  []svgplot.Mark{{Horizontal: true, Value: 1, Label: "1×: one attempt per request"}},
-	}
-	if c.OutageLength > 0 {
-		start := c.OutageStart.Seconds()
-		ch.Bands = []svgplot.Band{{From: start, To: start + c.OutageLength.Seconds(), Label: "outage"}}
-	}
-	for _, res := range r.Results {
-		s := svgplot.Series{Name: fmt.Sprintf("%v (%.2f× in outage)", res.Policy, res.OutageAmplification)}
-		for i, v := range res.Offered {
-			amp := math.NaN() // no request arrived: a gap in the line
-			if i < len(r.Arrivals) && r.Arrivals[i] > 0 {
-				amp = v / r.Arrivals[i]
+	var out []*svgplot.Chart
+	top := 0.0
+	for i, res := range r.Results {
+		ch := &svgplot.Chart{
+			Title:  fmt.Sprintf("%v: %s in the outage", res.Policy, amp(res.OutageAmplification)),
+			YLabel: ylabel,
+			Width:  panelWidth,
+			Height: panelHeight,
+			Series: series(res),
+		}
+		if i >= len(r.Results)-panelColumns {
+			ch.XLabel = "virtual time (s)"
+		}
+		if c.OutageLength > 0 {
+			start := c.OutageStart.Seconds()
+			ch.Bands = []svgplot.Band{{From: start, To: start + c.OutageLength.Seconds()}}
+		}
+		for _, s := range ch.Series {
+			for _, p := range s.Points {
+				if !math.IsNaN(p.Y) {
+					top = max(top, p.Y)
+				}
 			}
-			s.Points = append(s.Points, svgplot.Point{X: (float64(i) + 0.5) * iv, Y: amp})
 		}
-		ch.Series = append(ch.Series, s)
+		out = append(out, ch)
 	}
-	return ch
+	for _, ch := range out {
+		ch.YMax = top
+	}
+	return out
 }
 
-// simChart draws the offered load of every policy over time, with the
-// server's capacity dashed and the outage shaded.
-func simChart(r *sim.Report) *svgplot.Chart {
-	c := r.Config
+// offered returns the series of one policy's attempts per second.
+func offered(r *sim.Report, res sim.Result) []svgplot.Point {
 	iv := r.Interval.Seconds()
-	title := fmt.Sprintf("Offered load: %d clients at %.6g req/s, server %.6g req/s", c.Clients, float64(c.Clients)*c.Rate, c.Capacity)
-	if c.OutageLength > 0 {
-		title += fmt.Sprintf(", %v outage", c.OutageLength)
+	var pts []svgplot.Point
+	for i, v := range res.Offered {
+		pts = append(pts, svgplot.Point{X: (float64(i) + 0.5) * iv, Y: v})
 	}
-	ch := &svgplot.Chart{
-		Title:  title,
-		XLabel: "virtual time (s)",
-		YLabel: fmt.Sprintf("attempts sent per second (%v intervals)", r.Interval),
-		Width:  960,
-		Height: 480,
-	}
-	if c.OutageLength > 0 {
-		start := c.OutageStart.Seconds()
-		ch.Bands = []svgplot.Band{{From: start, To: start + c.OutageLength.Seconds(), Label: "outage"}}
-	}
-	for _, res := range r.Results {
-		s := svgplot.Series{Name: fmt.Sprintf("%v (%.2f× in outage)", res.Policy, res.OutageAmplification)}
-		for i, v := range res.Offered {
-			s.Points = append(s.Points, svgplot.Point{X: (float64(i) + 0.5) * iv, Y: v})
+	return pts
+}
+
+// amplification returns the series of one policy's attempts per arriving
+// request.
+func amplification(r *sim.Report, res sim.Result) []svgplot.Point {
+	iv := r.Interval.Seconds()
+	var pts []svgplot.Point
+	for i, v := range res.Offered {
+		a := math.NaN() // no request arrived: a gap in the line
+		if i < len(r.Arrivals) && r.Arrivals[i] > 0 {
+			a = v / r.Arrivals[i]
 		}
-		ch.Series = append(ch.Series, s)
+		pts = append(pts, svgplot.Point{X: (float64(i) + 0.5) * iv, Y: a})
 	}
+	return pts
+}
+
+// baseline returns the no-retries result of r, if it has one.
+func baseline(r *sim.Report) (sim.Result, bool) {
+	for _, res := range r.Results {
+		if res.Policy == sim.NoRetries {
+			return res, true
+		}
+	}
+	return sim.Result{}, false
+}
+
+// offeredGrid draws the offered load of each policy over time, over no
+// retries' in grey and the server's capacity dashed, with the outage
+// shaded.
+func offeredGrid(r *sim.Report) *svgplot.Grid {
+	c := r.Config
+	base, hasBase := baseline(r)
 	full, down := c.Capacity, c.Capacity*c.OutageCapacity
 	capacity := []svgplot.Point{{X: 0, Y: full}}
 	if c.OutageLength > 0 {
@@ -421,6 +557,46 @@ func simChart(r *sim.Report) *svgplot.Chart {
 			svgplot.Point{X: end, Y: down}, svgplot.Point{X: end, Y: full})
 	}
 	capacity = append(capacity, svgplot.Point{X: c.Duration.Seconds(), Y: full})
-	ch.Series = append(ch.Series, svgplot.Series{Name: "server capacity", Points: capacity, Color: "#000000", Dashed: true})
-	return ch
+	charts := panels(r, "attempts/s", func(res sim.Result) []svgplot.Series {
+		var s []svgplot.Series
+		if hasBase {
+			s = append(s, svgplot.Series{Points: offered(r, base), Color: baseColor})
+		}
+		return append(s, svgplot.Series{Points: capacity, Color: "#000000", Dashed: true},
+			svgplot.Series{Points: offered(r, res), Color: policyColor})
+	})
+	title := fmt.Sprintf("Offered load: %d clients at %.6g req/s each, %.6g req/s in all; server %.6g req/s",
+		c.Clients, c.Rate, float64(c.Clients)*c.Rate, c.Capacity)
+	if c.OutageLength > 0 {
+		title += fmt.Sprintf(", %v outage", c.OutageLength)
+	}
+	return &svgplot.Grid{
+		Title:   title,
+		Note:    fmt.Sprintf("Each panel: one policy (dark) against no retries (grey) and the server's capacity (dashed), on one scale; %v intervals; the outage shaded.", r.Interval),
+		Columns: panelColumns,
+		Charts:  charts,
+	}
+}
+
+// ampGrid draws each policy's attempts per arriving request over time,
+// over no retries' in grey, with the outage shaded: 1 is one attempt per
+// request, and the area above it the load that retries add.
+func ampGrid(r *sim.Report) *svgplot.Grid {
+	base, hasBase := baseline(r)
+	charts := panels(r, "attempts per new request", func(res sim.Result) []svgplot.Series {
+		var s []svgplot.Series
+		if hasBase {
+			s = append(s, svgplot.Series{Points: amplification(r, base), Color: baseColor})
+		}
+		return append(s, svgplot.Series{Points: amplification(r, res), Color: policyColor})
+	})
+	for _, ch := range charts {
+		ch.Marks = []svgplot.Mark{{Horizontal: true, Value: 1, Label: "1x"}}
+	}
+	return &svgplot.Grid{
+		Title:   "Load amplification over time: attempts sent per request arriving",
+		Note:    fmt.Sprintf("Each panel: one policy (dark) against no retries (grey), on one scale; %v intervals; the outage shaded.", r.Interval),
+		Columns: panelColumns,
+		Charts:  charts,
+	}
 }

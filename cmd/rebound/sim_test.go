@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -28,6 +30,18 @@ var simShort = []string{
 
 func simArgs(svg string, extra ...string) []string {
 	args := append([]string{"sim"}, simShort...)
+	return append(append(args, "-svg", svg), extra...)
+}
+
+// simTiny are flags for the tests of what sim writes rather than what it
+// finds: the same clients, a 2s outage in a 6s run.
+var simTiny = []string{
+	"-clients", "5", "-rate", "50", "-capacity", "350", "-duration", "6s",
+	"-outage-start", "2s", "-outage-length", "2s", "-seed", "3",
+}
+
+func tinyArgs(svg string, extra ...string) []string {
+	args := append([]string{"sim"}, simTiny...)
 	return append(append(args, "-svg", svg), extra...)
 }
 
@@ -133,21 +147,28 @@ func TestSim(t *testing.T) {
 	for _, want := range []string{
 		"5 clients × 50 req/s = 250 req/s; server 350 req/s (35 workers × 100ms)",
 		"outage from 10s to 20s at 0% capacity",
-		"On success rate ",
-		"On p99 time to success ",
-		// The shedder's "don't retry" and the A6 throttle tie.
-		"a6-throttle and shed added the least load",
-		"while naive multiplied the load on the server",
+		"Conclusion:\n  Success rate: ",
+		"\n  p99 time to success: ",
+		"\n  Load during the outage, in attempts per request arriving: ",
+		"\n  Worse than no retries: adaptive (success ",
 		"wrote the charts (offered load, load amplification over time) to " + svg,
 	} {
-		// The paragraphs are wrapped: compare words, not lines.
-		if !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// The shedder's "don't retry" and the A6 throttle tie.
+	words := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{"a6-throttle (", "shed (", "added the least", "naive multiplied the load on the server"} {
+		if !strings.Contains(words, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	checkConclusionAgrees(t, out)
 	text := parseSVG(t, svg)
-	for _, want := range []string{"no-retries", "naive", "a6-throttle", "token-bucket", "server capacity", "outage", "virtual time (s)",
-		"Load amplification over time", "1×: one attempt per request"} {
+	for _, want := range []string{"Offered load: 5 clients at 50 req/s each, 250 req/s in all; server 350 req/s, 10s outage",
+		"no-retries: 1.00x in the outage", "naive: ", "a6-throttle: ", "concurrency-budget: ", "virtual time (s)",
+		"Load amplification over time", "1x", "no retries (grey)", "capacity (dashed)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("chart lacks %q", want)
 		}
@@ -156,22 +177,95 @@ func TestSim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every policy's line shows, and the server's dashed capacity.
-	if _, err := svgcheck.Check(doc, "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#000000"); err != nil {
-		t.Errorf("chart: %v", err)
+	// Small multiples: a panel per policy in each of the two figures,
+	// each with the policy's line over no retries' and, for the offered
+	// load, the server's dashed capacity.
+	if n := bytes.Count(doc, []byte("<title>")); n != 2+2*len(sim.Policies) {
+		t.Errorf("%d titles, want 2 figures of %d panels", n, len(sim.Policies))
+	}
+	if err := svgcheck.Portable(doc); err != nil {
+		t.Error(err)
+	}
+	// A panel draws everywhere: drawing all eighteen takes oksvg 18s.
+	report, err := sim.Run(context.Background(), tinyConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var panel bytes.Buffer
+	if _, err := offeredGrid(report).Charts[1].WriteTo(&panel); err != nil {
+		t.Fatal(err)
+	}
+	checkChart(t, panel.Bytes(), policyColor, baseColor, "#000000")
+}
+
+// tinyConfig is the config simTiny's flags give.
+func tinyConfig() sim.Config {
+	c := sim.DefaultConfig
+	c.Clients, c.Rate, c.Capacity, c.Duration = 5, 50, 350, 6*time.Second
+	c.OutageStart, c.OutageLength, c.Seed = 2*time.Second, 2*time.Second, 3
+	return c
+}
+
+// checkConclusionAgrees checks that every figure the conclusion's
+// headlines give for a policy is the figure the table prints for it.
+func checkConclusionAgrees(t *testing.T, out string) {
+	t.Helper()
+	table := map[string][]string{} // policy: its cells
+	var head []string
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 10 && f[0] == "policy":
+			head = f
+		case len(f) == 10 && head != nil && table[f[0]] == nil:
+			table[f[0]] = f
+		}
+	}
+	if len(table) != len(sim.Policies) {
+		t.Fatalf("%d table rows, want %d:\n%s", len(table), len(sim.Policies), out)
+	}
+	cell := func(policy, column string) string {
+		return table[policy][slices.Index(head, column)]
+	}
+	i := strings.Index(out, "Conclusion:\n")
+	j := strings.Index(out[i:], "\n\n")
+	headlines := strings.Join(strings.Fields(out[i:i+j]), " ")
+	// "policy (1.01x)" in the outage line; "policy (success 52.4% against
+	// 66.6%, goodput 523.2/s against 664.3/s, recovery ...)" in the worse
+	// line.
+	found := 0
+	for _, m := range regexp.MustCompile(`([a-z0-9+-]+) \(([\d.]+x)\)`).FindAllStringSubmatch(headlines, -1) {
+		found++
+		if got := cell(m[1], "amp-outage"); got != m[2] {
+			t.Errorf("the conclusion gives %s %s in the outage, the table %s", m[1], m[2], got)
+		}
+	}
+	for _, m := range regexp.MustCompile(`([a-z0-9+-]+) \(success ([\d.]+%) against ([\d.]+%)(?:, goodput ([\d.]+)/s against ([\d.]+)/s)?(?:, recovery ([\d.]+)/s against ([\d.]+)/s)?\)`).FindAllStringSubmatch(headlines, -1) {
+		found++
+		for _, c := range []struct{ got, column, policy string }{
+			{m[2], "success", m[1]}, {m[3], "success", "no-retries"}, {m[4], "goodput/s", m[1]}, {m[5], "goodput/s", "no-retries"},
+			{m[6], "recovery/s", m[1]}, {m[7], "recovery/s", "no-retries"},
+		} {
+			if c.got != "" && cell(c.policy, c.column) != c.got {
+				t.Errorf("the conclusion gives %s %s %s, the table %s", c.policy, c.column, c.got, cell(c.policy, c.column))
+			}
+		}
+	}
+	if found < 2 {
+		t.Errorf("found %d figures to compare in the headlines:\n%s", found, headlines)
 	}
 }
 
 func TestSimHTML(t *testing.T) {
 	page := filepath.Join(t.TempDir(), "sim.html")
-	out, stderr, code := runCLI(t, simArgs("", "-html", page)...)
+	out, stderr, code := runCLI(t, tinyArgs("", "-html", page)...)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr: %s", code, stderr)
 	}
 	if !strings.Contains(out, "wrote the report (tables, charts, policies, conclusion) to "+page) {
 		t.Errorf("output does not name the report:\n%s", out)
 	}
-	checkReport(t, page, 3, "policy", 4, 2, "naive retries: up to 5 attempts, no budget", "During the outage", "Failed requests by why retrying stopped")
+	checkReport(t, page, 3, "policy", 9, 2, "Conclusion", "Results", "Configuration", "naive retries: up to 5 attempts, no budget", "Load during the outage", "Failed requests by why retrying stopped")
 }
 
 // simResult is a synthetic result: requests that arrived, the share that
@@ -207,40 +301,68 @@ func TestSimConclusion(t *testing.T) {
 	}}
 	r.Results[2].Exhausted, r.Results[2].Throttled = 0, 3330
 	r.Results[1].RecoveryGoodput, r.Results[2].RecoveryGoodput = 1085, 990
-	got := strings.Join(simConclusion(r), " ")
+	r.Results[0].Goodput, r.Results[0].RecoveryGoodput = 664.3, 990.7
+	for i := 1; i < 4; i++ {
+		r.Results[i].Goodput = 665
+	}
+	r.Results[3].RecoveryGoodput = 993
+	got := simConclusion(r)
+	wantLines(t, strings.Join(got.Headlines, "\n")+"\n",
+		"Success rate: naive won with 69.8%, against 66.6% with no retries.",
+		"p99 time to success: no-retries (100ms), a6-throttle (100ms) and token-bucket (102ms) tied within 5%.",
+		"Load during the outage, in attempts per request arriving: of the policies that retry, a6-throttle added the least, 1.01x; "+
+			"naive multiplied the load on the server 4.45x.",
+		"Worse than no retries: a6-throttle (recovery 990.0/s against 990.7/s).",
+	)
+	detail := strings.Join(got.Detail, " ")
 	for _, want := range []string{
-		"On success rate naive won with 69.8% of requests succeeding, against 66.6% with no retries. Of its 3020 failed requests, 3020 ran out of attempts.",
-		"On p99 time to success no-retries, a6-throttle and token-bucket tied at about 100ms: with at most 1.06 attempts per request, " +
-			"nearly all their successes came on a first attempt, while a request that retries rescue waits out their backoff (p99 8.7s for naive).",
-		"During the outage, of the policies that retry, a6-throttle added the least load, 1.01× the attempts of one per request " +
-			"(a6-throttle's budget refused the retries of 3330 requests once failures had drained it), while naive multiplied the load on the server 4.45×.",
-		"Holding the load down cost 3.1 points of success rate (66.7% against 69.8%), and after the outage a6-throttle completed 990.0 requests/s against 1085.0 for naive.",
+		"Of naive's 3020 failed requests, 3020 ran out of attempts.",
+		"With at most 1.06x attempts per request, nearly all their successes came on a first attempt, " +
+			"while a request that retries rescue waits out their backoff (p99 8.7s for naive).",
+		"a6-throttle's clients refused the retries of 3330 requests themselves once failures had drained their budgets.",
+		"Holding the load down cost a6-throttle 3.1 points of success rate against naive (66.7% against 69.8%), and after the outage it completed 990.0 requests/s against 1085.0.",
 	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("conclusion lacks %q:\n%s", want, got)
+		if !strings.Contains(detail, want) {
+			t.Errorf("conclusion lacks %q:\n%s", want, detail)
 		}
 	}
 
-	// Other numbers, other winners.
+	// Other numbers, other winners; every policy worse than no retries is
+	// named, with each figure as the table prints it.
 	r.Results[1] = simResult(sim.Naive, 0.669, 2.37, 4.45, 150*time.Millisecond)
 	r.Results[3] = simResult(sim.Bucket, 0.668, 1.06, 1.0, 102*time.Millisecond)
-	got = strings.Join(simConclusion(r), " ")
-	for _, want := range []string{
-		"On success rate no policy beat no-retries: all were within half a point of 66.9%.",
-		"On p99 time to success no-retries, a6-throttle and token-bucket tied at about 100ms.",
-		"During the outage, of the policies that retry, token-bucket and a6-throttle added the least load, 1.00×",
-		"It lost nothing for it: 66.8% of its requests succeeded against 66.9% for naive",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("conclusion lacks %q:\n%s", want, got)
-		}
+	r.Results[1].Goodput, r.Results[1].RecoveryGoodput = 670, 1000
+	r.Results[3].Goodput, r.Results[3].RecoveryGoodput = 665, 993
+	adaptive := simResult(sim.Adaptive, 0.524, 1.33, 2.42, 655*time.Millisecond)
+	adaptive.Goodput, adaptive.RecoveryGoodput, adaptive.RejectedLocally = 523.2, 569, 33446
+	r.Results = append(r.Results, adaptive)
+	got = simConclusion(r)
+	wantLines(t, strings.Join(got.Headlines, "\n")+"\n",
+		"p99 time to success: no-retries (100ms), a6-throttle (100ms) and token-bucket (102ms) tied within 5%.",
+		"Load during the outage, in attempts per request arriving: of the policies that retry, token-bucket (1.00x) and a6-throttle (1.01x) "+
+			"added the least, within 0.02x of each other; naive multiplied the load on the server 4.45x.",
+		"Worse than no retries: a6-throttle (recovery 990.0/s against 990.7/s) and "+
+			"adaptive (success 52.4% against 66.6%, goodput 523.2/s against 664.3/s, recovery 569.0/s against 990.7/s).",
+	)
+	if detail := strings.Join(got.Detail, " "); !strings.Contains(detail, "adaptive: the clients' adaptive throttles kept 33446 attempts home") {
+		t.Errorf("the conclusion does not say why adaptive did worse:\n%s", detail)
 	}
+	// With the same figures, a tie reads as one.
+	r.Results = r.Results[:2]
+	r.Results[1] = simResult(sim.Naive, 0.666, 1, 1, 100*time.Millisecond)
+	r.Results[1].Goodput, r.Results[1].RecoveryGoodput = 664.3, 990.7
+	got = simConclusion(r)
+	wantLines(t, strings.Join(got.Headlines, "\n")+"\n",
+		"Success rate: no policy beat no-retries; all were within half a point of 66.6%.",
+		"p99 time to success: no-retries and naive tied at 100ms.",
+		"No policy did worse than no retries in success rate, goodput or recovery.",
+	)
 }
 
 func TestSimDeterministic(t *testing.T) {
 	svg := filepath.Join(t.TempDir(), "load.svg")
 	render := func(extra ...string) (string, []byte) {
-		out, stderr, code := runCLI(t, simArgs(svg, extra...)...)
+		out, stderr, code := runCLI(t, tinyArgs(svg, extra...)...)
 		if code != 0 {
 			t.Fatalf("exit %d, stderr: %s", code, stderr)
 		}
@@ -263,7 +385,7 @@ func TestSimDeterministic(t *testing.T) {
 
 func TestSimWithoutSVG(t *testing.T) {
 	t.Chdir(t.TempDir())
-	out, stderr, code := runCLI(t, simArgs("")...)
+	out, stderr, code := runCLI(t, tinyArgs("")...)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr: %s", code, stderr)
 	}
@@ -281,25 +403,21 @@ func TestSimWithoutSVG(t *testing.T) {
 
 func TestSimDefaultSVGPath(t *testing.T) {
 	t.Chdir(t.TempDir())
-	if _, stderr, code := runCLI(t, append([]string{"sim"}, simShort...)...); code != 0 {
+	if _, stderr, code := runCLI(t, append([]string{"sim"}, simTiny...)...); code != 0 {
 		t.Fatalf("exit %d, stderr: %s", code, stderr)
 	}
 	parseSVG(t, "rebound-sim.svg")
 }
 
 func TestSimHelp(t *testing.T) {
-	_, stderr, code := runCLI(t, "sim", "-h")
+	out, _, code := runCLI(t, "sim", "-h")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"usage: rebound sim", "Model:", "-outage-capacity", "-svg"} {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("help lacks %q:\n%s", want, stderr)
+	for _, want := range []string{"usage: rebound sim", "Model:", "-outage-capacity", "-svg", "-fleet", "-ratelimited"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %q:\n%s", want, out)
 		}
-	}
-	_, stderr, _ = runCLI(t)
-	if !strings.Contains(stderr, "sim ") {
-		t.Errorf("command list lacks sim:\n%s", stderr)
 	}
 }
 
@@ -337,7 +455,7 @@ func TestSimRejectsBadFlags(t *testing.T) {
 		{[]string{"-nope"}, "-nope"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
-		args := append(append([]string{"sim"}, simShort...), tc.args...)
+		args := append(append([]string{"sim"}, simTiny...), tc.args...)
 		args = append(args, "-svg", "")
 		out, stderr, code := runCLI(t, args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) || out != "" {
@@ -349,18 +467,73 @@ func TestSimRejectsBadFlags(t *testing.T) {
 func TestSimFlagsCoverConfig(t *testing.T) {
 	// Every field a flag sets must be named in errors by that flag; the
 	// map and the flag set are kept in step here.
-	_, stderr, _ := runCLI(t, "sim", "-h")
+	help, _, _ := runCLI(t, "sim", "-h")
 	for field, name := range simFlags {
-		if !strings.Contains(stderr, "\n  "+name+" ") {
+		if !strings.Contains(help, "\n  "+name+" ") {
 			t.Errorf("%s: no flag %s in the help", field, name)
 		}
 	}
 }
 
-func TestSimUnwritableSVG(t *testing.T) {
-	svg := filepath.Join(t.TempDir(), "missing", "load.svg")
-	_, stderr, code := runCLI(t, simArgs(svg)...)
-	if code != 1 || !strings.Contains(stderr, "sim: -svg:") {
-		t.Fatalf("exit %d, stderr %q; want 1 and an -svg error", code, stderr)
+// An output file that cannot be written is a usage error naming its flag,
+// before anything runs.
+func TestSimUnwritableOutputs(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing", "load")
+	for _, flag := range []string{"-svg", "-html"} {
+		out, stderr, code := runCLI(t, append(tinyArgs(""), flag, missing+flag)...)
+		if code != 2 || out != "" || !strings.Contains(stderr, "rebound sim: "+flag+": ") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want 2 and an error naming %s", flag, code, out, stderr, flag)
+		}
+	}
+}
+
+// A flag that does not apply to -fleet or -ratelimited is a usage error
+// naming it, not ignored; so is giving both.
+func TestSimFlagsThatDoNotApply(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"-ratelimited", "-fleet"}, "-ratelimited"},
+		{[]string{"-ratelimited", "-svg", "rl.svg"}, "-svg"},
+		{[]string{"-ratelimited", "-clients", "5"}, "-clients"},
+		{[]string{"-ratelimited", "-duration", "5s"}, "-duration"},
+		{[]string{"-fleet", "-svg", "fleet.svg"}, "-svg"},
+		{[]string{"-fleet", "-clients", "5"}, "-clients"},
+		{[]string{"-fleet", "-rate", "5"}, "-rate"},
+		{[]string{"-fleet", "-outage-capacity", "0.5"}, "-outage-capacity"},
+	} {
+		out, stderr, code := runCLI(t, append([]string{"sim"}, tc.args...)...)
+		if code != 2 || out != "" || !strings.Contains(stderr, tc.flag+" ") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and %s named", tc.args, code, out, stderr, tc.flag)
+		}
+	}
+}
+
+// sim -ratelimited prints its table and, with -html, writes it as a page;
+// each cell is the policy's result.
+func TestSimRateLimited(t *testing.T) {
+	// Issue 24's rows, made short: internal/sim checks what they show.
+	scenarios := slices.Clone(sim.RateScenarios)
+	scenarios[0].Calls = 40
+	scenarios[1].Duration = 20 * time.Second
+	page := filepath.Join(t.TempDir(), "rl.html")
+	var out, errb bytes.Buffer
+	if code := runRateLimited(context.Background(), scenarios, 3, page, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for i, s := range scenarios {
+		res, err := sim.RunRateLimited(context.Background(), s, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("| %s | %.1f%%, %.2fx", s.Name, 100*res[0].Succeeded, res[0].Load)
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("row %d lacks %q:\n%s", i, want, out.String())
+		}
+	}
+	checkReport(t, page, 1, "scenario", 2, 0, "rebound rate limit", "Results (seed 3)")
+	if !strings.Contains(out.String(), "wrote the report (table) to "+page) {
+		t.Errorf("output does not name the report:\n%s", out.String())
 	}
 }

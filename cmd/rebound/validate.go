@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
-	"slices"
 	"strings"
 
 	"github.com/rebound-go/rebound/serviceconfig"
@@ -22,27 +20,32 @@ const (
 	exitUsage   = 2
 )
 
-const validateUsage = `usage: rebound validate [flags] FILE...
-
-Checks gRPC service config files against gRFC A6 and prints the effective
-policy of each method. FILE "-" reads standard input.
+var validateHelp = help{
+	name:  "validate",
+	usage: "rebound validate [flags] FILE...",
+	about: `Checks gRPC service config files against gRFC A6 and prints the effective
+policy of each method. FILE "-" reads standard input. Flags may come before
+or after the files; every argument after "--" is a file.
 
 Each problem is one line, as editors and CI annotators read them:
 
   FILE:LINE:COL: JSON.PATH: message                 (an error)
   FILE:LINE:COL: warning: JSON.PATH: message        (a warning)
 
-Configs that grpc-go accepts in other spellings (field names in another
-letter case, durations like ".5s") are valid with a warning naming A6's
-spelling; -strict makes every warning an error.
+Every problem of a file is reported in one run: its errors, its warnings
+(an unknown field; one that is near a known field, such as
+"retryThrotling", is an error, as the setting it meant is silently off) and
+AIP-194's advice on the status codes it retries, whether or not the file is
+valid. Configs that grpc-go accepts in other spellings (field names in
+another letter case, durations like ".5s") are valid with a warning naming
+A6's spelling, as is a file that starts with a UTF-8 byte order mark, which
+grpc-go rejects; -strict makes every warning an error.
 
 Exit status:
   0  every file is valid (with -strict: and has no warnings)
   1  a file is invalid or cannot be read
-  2  usage error
-
-Flags:
-`
+  2  usage error`,
+}
 
 // runValidateStdin is the validate command, reading "-" from os.Stdin.
 func runValidateStdin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -50,55 +53,38 @@ func runValidateStdin(ctx context.Context, args []string, stdout, stderr io.Writ
 }
 
 func runValidate(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	clientMax := fs.Int("max-attempts", serviceconfig.DefaultMaxAttempts, "client-side maximum of attempts that maxAttempts is clamped to")
+	fs := validateHelp.newFlagSet()
+	clientMax := fs.Int("max-attempts", serviceconfig.DefaultMaxAttemptsCap, "client-side maximum of attempts that maxAttempts is clamped to")
 	strict := fs.Bool("strict", false, "treat warnings as errors")
 	format := fs.String("format", "text", "output format: text, or json for one JSON document of findings and policies")
-	version := fs.Bool("version", false, "print the module version and exit")
+	version := fs.Bool("version", false, "print the module version and exit, as 'rebound version'")
 	maxBytes := fs.Int("max-bytes", serviceconfig.DefaultMaxBytes, "largest config read, in bytes")
-	usage := func(w io.Writer) {
-		fs.SetOutput(w)
-		fmt.Fprint(w, validateUsage)
-		fs.PrintDefaults()
-	}
-	fs.Usage = func() {} // printed below: on stdout when asked for
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage(stdout)
-			return exitValid
-		}
-		usage(stderr)
-		return exitUsage
+	files, code, ok := parseInterleaved(validateHelp, fs, args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	if *version {
 		fmt.Fprintln(stdout, "rebound", moduleVersion())
 		return exitValid
 	}
 	switch {
-	case fs.NArg() == 0:
-		fmt.Fprintln(stderr, "validate: no FILE given")
-		usage(stderr)
-		return exitUsage
+	case len(files) == 0:
+		return validateHelp.fail(stderr, "no FILE given")
 	case *clientMax < 1:
-		fmt.Fprintf(stderr, "validate: -max-attempts must be >= 1, got %d\n", *clientMax)
-		return exitUsage
+		return validateHelp.fail(stderr, "-max-attempts must be >= 1, got %d", *clientMax)
 	case *maxBytes < 1:
-		fmt.Fprintf(stderr, "validate: -max-bytes must be >= 1, got %d\n", *maxBytes)
-		return exitUsage
+		return validateHelp.fail(stderr, "-max-bytes must be >= 1, got %d", *maxBytes)
 	case *format != "text" && *format != "json":
-		fmt.Fprintf(stderr, "validate: -format must be text or json, got %q\n", *format)
-		return exitUsage
+		return validateHelp.fail(stderr, "-format must be text or json, got %q", *format)
 	}
 	stdinUsed := false
 	var reports []fileReport
-	for _, name := range fs.Args() {
+	for _, name := range files {
 		var data []byte
 		var err error
 		if name == "-" {
 			if stdinUsed {
-				fmt.Fprintln(stderr, `validate: "-" (standard input) given twice`)
-				return exitUsage
+				return validateHelp.fail(stderr, `"-" (standard input) given twice`)
 			}
 			stdinUsed = true
 			data, err = readLimited(stdin, *maxBytes)
@@ -107,7 +93,7 @@ func runValidate(_ context.Context, args []string, stdin io.Reader, stdout, stde
 		}
 		reports = append(reports, check(name, data, err, *clientMax, *maxBytes, *strict))
 	}
-	code := exitValid
+	code = exitValid
 	for _, r := range reports {
 		if !r.Valid {
 			code = exitInvalid
@@ -117,7 +103,7 @@ func runValidate(_ context.Context, args []string, stdin io.Reader, stdout, stde
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(reports); err != nil {
-			fmt.Fprintln(stderr, "validate:", err)
+			fmt.Fprintln(stderr, "rebound validate:", err)
 			return exitInvalid
 		}
 		return code
@@ -128,24 +114,28 @@ func runValidate(_ context.Context, args []string, stdin io.Reader, stdout, stde
 	return code
 }
 
-// moduleVersion returns the version of the rebound module this binary was
-// built from, as the Go toolchain recorded it: a tag, a pseudo-version, or
-// "(devel)" for a build inside the module's own tree.
-func moduleVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown version: built without module support)"
-	}
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && v == "(devel)" {
-			v += " " + s.Value
+// parseInterleaved parses args into fs with flags before, between or after
+// the other arguments, as most command-line tools allow, and returns the
+// others in order; every argument after "--" is one of them. ok is false
+// when the command should return code (help was printed, or a flag was
+// bad).
+func parseInterleaved(h help, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (rest []string, code int, ok bool) {
+	for {
+		if code, ok := h.parse(fs, args, stdout, stderr); !ok {
+			return nil, code, false
 		}
+		left := fs.Args()
+		if len(left) == 0 {
+			return rest, 0, true
+		}
+		// The flag package stops at the first non-flag argument, or
+		// after "--", which it consumes.
+		if used := len(args) - len(left); used > 0 && args[used-1] == "--" {
+			return append(rest, left...), 0, true
+		}
+		rest = append(rest, left[0])
+		args = left[1:]
 	}
-	return v + " " + bi.GoVersion
 }
 
 // fileReport is the verdict on one file, as text or as JSON.
@@ -208,21 +198,14 @@ func check(name string, data []byte, readErr error, clientMax, maxBytes int, str
 		r.Findings = append(r.Findings, finding{Severity: "error", Message: readErr.Error()})
 		return r
 	}
-	cfg, err := serviceconfig.Parse(data, serviceconfig.MaxBytes(maxBytes))
+	// Every finding in one run: AIP-194's advice too, whether or not the
+	// config is valid.
+	cfg, err := serviceconfig.Parse(data, serviceconfig.MaxBytes(maxBytes), serviceconfig.IncludeLint())
 	var warns []serviceconfig.Warning
 	var pe *serviceconfig.ParseError
 	switch {
 	case err == nil:
-		warns = append(cfg.Warnings, serviceconfig.Lint(cfg)...)
-		slices.SortStableFunc(warns, func(a, b serviceconfig.Warning) int {
-			switch {
-			case before(a.Line, a.Column, b.Line, b.Column):
-				return -1
-			case before(b.Line, b.Column, a.Line, a.Column):
-				return 1
-			}
-			return 0
-		})
+		warns = cfg.Warnings
 	case errors.As(err, &pe):
 		warns = pe.Warnings
 	default:
@@ -238,7 +221,7 @@ func check(name string, data []byte, readErr error, clientMax, maxBytes int, str
 	if strict {
 		warnSeverity = "error"
 	}
-	i, j := 0, 0
+	i, j, typos := 0, 0, 0
 	for i < len(errs) || j < len(warns) {
 		if j == len(warns) || (i < len(errs) && !before(warns[j].Line, warns[j].Column, errs[i].Line, errs[i].Column)) {
 			e := errs[i]
@@ -249,11 +232,18 @@ func check(name string, data []byte, readErr error, clientMax, maxBytes int, str
 			i++
 		} else {
 			w := warns[j]
-			r.Findings = append(r.Findings, finding{warnSeverity, w.Path, w.Line, w.Column, w.Message})
+			sev := warnSeverity
+			if w.Suggestion != "" {
+				// A near miss of a known field is almost always a typo
+				// that silently turns a setting off: a check must fail.
+				sev = "error"
+				typos++
+			}
+			r.Findings = append(r.Findings, finding{sev, w.Path, w.Line, w.Column, w.Message})
 			j++
 		}
 	}
-	r.Valid = err == nil && (!strict || len(warns) == 0)
+	r.Valid = err == nil && typos == 0 && (!strict || len(warns) == 0)
 	if err == nil {
 		r.describe(cfg, clientMax)
 	}

@@ -341,3 +341,89 @@ func TestValidateJSON(t *testing.T) {
 		t.Errorf("missing file report %+v", r)
 	}
 }
+
+// Flags may follow the files, as most command-line tools allow; after
+// "--" every argument is a file.
+func TestValidateFlagsAfterFiles(t *testing.T) {
+	body := `{"methodConfig":[{"name":[{"service":"a.B"}],"timeout":"1s","x":1}]}`
+	p := writeFile(t, body)
+	out, stderr, code := runCLI(t, "validate", p, "-strict")
+	if code != 1 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q; want 1: -strict makes the unknown field an error", code, stderr)
+	}
+	wantLines(t, out, p+":"+at(t, body, `"x"`)+": methodConfig[0].x: unknown field, ignored", p+": invalid (1 error, 0 warnings)")
+	if strings.Contains(out, "-strict:") {
+		t.Errorf("-strict read as a file:\n%s", out)
+	}
+	out, _, code = runCLI(t, "validate", p, "-format", "json", p)
+	if code != 0 || !strings.HasPrefix(out, "[") || strings.Count(out, `"file": "`+p+`"`) != 2 {
+		t.Errorf("flag between files: exit %d:\n%s", code, out)
+	}
+	out, _, code = runCLI(t, "validate", p, "--", "-strict")
+	if code != 1 || !strings.Contains(out, "-strict: open -strict: no such file") || !strings.Contains(out, p+": valid") {
+		t.Errorf("after --: exit %d:\n%s", code, out)
+	}
+}
+
+// A file that starts with a UTF-8 byte order mark is valid with a warning
+// that says what it is; places count from after it.
+func TestValidateByteOrderMark(t *testing.T) {
+	body := `{"methodConfig":[{"name":[{"service":"a.B"}],"timeout":"1s","x":1}]}`
+	p := writeFile(t, "\ufeff"+body)
+	out, _, code := runCLI(t, "validate", p)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if !strings.HasPrefix(out, p+":1:1: warning: the config starts with a UTF-8 byte order mark (U+FEFF), ignored here; grpc-go rejects it") {
+		t.Errorf("no warning about the byte order mark first:\n%s", out)
+	}
+	wantLines(t, out, p+":"+at(t, body, `"x"`)+": warning: methodConfig[0].x: unknown field, ignored", p+": valid")
+	if _, _, code := runCLI(t, "validate", "-strict", p); code != 1 {
+		t.Errorf("-strict: exit %d, want 1", code)
+	}
+}
+
+// A near miss of a field name gets a guess, at every level, the top
+// included: a check that passes over retryThrotling no longer drops
+// throttling in silence.
+func TestValidateDidYouMean(t *testing.T) {
+	body := `{"retryThrotling":{"maxTokens":10,"tokenRatio":0.1},"methodConfig":[{"name":[{"servce":"a.B"}],"timout":"1s"}],"jitter":true}`
+	// A near miss turns a setting off without a word from grpc-go: it
+	// fails the check without -strict; a field near no known one (jitter)
+	// stays a warning.
+	out, _, code := runCLI(t, "validate", writeFile(t, body))
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if !strings.Contains(out, ": invalid (3 errors, 1 warning)\n") || !strings.Contains(out, ": warning: jitter: unknown field, ignored\n") {
+		t.Errorf("output does not count the near misses as errors and jitter as a warning:\n%s", out)
+	}
+	for _, want := range []string{
+		`retryThrotling: unknown field, ignored (did you mean "retryThrottling"?)`,
+		`methodConfig[0].name[0].servce: unknown field, ignored (did you mean "service"?)`,
+		`methodConfig[0].timout: unknown field, ignored (did you mean "timeout"?)`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// Every finding in one run: AIP-194's advice comes with the errors of an
+// invalid config, in document order.
+func TestValidateEveryFinding(t *testing.T) {
+	body := "{\"methodConfig\":[{\"name\":[{\"service\":\"a.B\"}],\n" +
+		"\"retryPolicy\":{\"maxAttempts\":2,\"initialBackoff\":\"0.1\",\"maxBackoff\":\"1s\",\"backoffMultiplier\":2,\n" +
+		"\"retryableStatusCodes\":[\"OK\",\"UNAVAILABLE\"]}}]}"
+	p := writeFile(t, body)
+	out, _, code := runCLI(t, "validate", p)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	want := p + ":" + at(t, body, `"0.1"`) + `: methodConfig[0].retryPolicy.initialBackoff: invalid duration "0.1": missing "s" suffix` + "\n" +
+		p + ":" + at(t, body, `"OK"`) + ": warning: methodConfig[0].retryPolicy.retryableStatusCodes[0]: OK should never be retried automatically (AIP-194); it is a success, so listing it has no effect\n" +
+		p + ": invalid (1 error, 1 warning)\n"
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+}

@@ -4,7 +4,6 @@
 package a6
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/rebound-go/rebound"
@@ -18,20 +17,6 @@ const PushbackHeader = "grpc-retry-pushback-ms"
 // PreviousAttemptsHeader tells the server how many attempts preceded this
 // one.
 const PreviousAttemptsHeader = "grpc-previous-rpc-attempts"
-
-// PreviousAttempts reads the values of a PreviousAttemptsHeader as a
-// server receives them: the number of attempts before this one, or 0 when
-// the header is absent, repeated, or not a non-negative integer.
-func PreviousAttempts(v []string) int {
-	if len(v) != 1 {
-		return 0
-	}
-	n, err := strconv.Atoi(v[0])
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
-}
 
 // ParsePushback reads the values of the pushback header. present is false
 // when there are none. Otherwise stop is true when the server said not to

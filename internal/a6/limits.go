@@ -18,7 +18,7 @@ func (o *Options) SetAdaptiveThrottle(c rebound.AdaptiveThrottleConfig) {
 }
 
 // SetRateLimit is WithAdaptiveRateLimit: c must be valid.
-func (o *Options) SetRateLimit(c rebound.AdaptiveRateLimit) {
+func (o *Options) SetRateLimit(c rebound.AdaptiveRateLimitConfig) {
 	if err := c.Validate(); err != nil {
 		o.Fail("WithAdaptiveRateLimit: %v", err)
 		return

@@ -17,9 +17,9 @@ func TestRateFeedback(t *testing.T) {
 	}{
 		{"ok", 0, nil, rebound.RateFeedback{}},
 		{"unavailable", 14, nil, rebound.RateFeedback{}},
-		{"resource exhausted: retry_delay", 8, nil, rebound.RateFeedback{Throttled: true, Wait: 3 * time.Second}},
-		{"pushback delay over retry_delay", 14, []string{"250"}, rebound.RateFeedback{Throttled: true, Wait: 250 * time.Millisecond}},
-		{"pushback stop: no wait", 8, []string{"-1"}, rebound.RateFeedback{Throttled: true}},
+		{"resource exhausted: retry_delay", 8, nil, rebound.RateFeedback{SlowDown: true, Wait: 3 * time.Second}},
+		{"pushback delay over retry_delay", 14, []string{"250"}, rebound.RateFeedback{SlowDown: true, Wait: 250 * time.Millisecond}},
+		{"pushback stop: no wait", 8, []string{"-1"}, rebound.RateFeedback{SlowDown: true}},
 	} {
 		if got := RateFeedback(tc.code, tc.pushback, delay); got != tc.want {
 			t.Errorf("%s: RateFeedback = %+v, want %+v", tc.name, got, tc.want)
@@ -34,7 +34,7 @@ func TestSetLimitsValidate(t *testing.T) {
 		t.Fatalf("invalid throttle config: Err=%v, AdaptiveThrottle=%v", o.Err, o.AdaptiveThrottle)
 	}
 	o = NewOptions("pkg")
-	o.SetRateLimit(rebound.AdaptiveRateLimit{})
+	o.SetRateLimit(rebound.AdaptiveRateLimitConfig{})
 	o.SetAdaptiveThrottle(rebound.AdaptiveThrottleConfig{})
 	if o.Err != nil {
 		t.Fatal(o.Err)

@@ -32,12 +32,12 @@ type Options struct {
 	TrustedOverrides bool
 	// Budget is WithBudget's; nil for none.
 	Budget rebound.Budget
-	// Hints are WithRetryInfoCap's and WithRetryInfoRequired's.
+	// Hints are WithRetryDelayCap's and WithRetryInfoRequired's.
 	Hints Hints
 	// AdaptiveThrottle is WithAdaptiveThrottle's config; nil when off.
 	AdaptiveThrottle *rebound.AdaptiveThrottleConfig
 	// RateLimit is WithAdaptiveRateLimit's settings; nil when off.
-	RateLimit *rebound.AdaptiveRateLimit
+	RateLimit *rebound.AdaptiveRateLimitConfig
 	// Err is the first invalid option, prefixed with the package name.
 	Err error
 
@@ -46,7 +46,7 @@ type Options struct {
 
 // NewOptions returns the defaults for the package named pkg.
 func NewOptions(pkg string) Options {
-	return Options{MaxAttempts: serviceconfig.DefaultMaxAttempts, pkg: pkg}
+	return Options{MaxAttempts: serviceconfig.DefaultMaxAttemptsCap, pkg: pkg}
 }
 
 // Fail records the first invalid option.
@@ -56,10 +56,10 @@ func (o *Options) Fail(format string, args ...any) {
 	}
 }
 
-// SetMaxAttempts is WithMaxAttempts: n must be >= 1.
-func (o *Options) SetMaxAttempts(n int) {
+// SetMaxAttemptsCap is WithMaxAttemptsCap: n must be >= 1.
+func (o *Options) SetMaxAttemptsCap(n int) {
 	if n < 1 {
-		o.Fail("WithMaxAttempts: n must be >= 1, got %d", n)
+		o.Fail("WithMaxAttemptsCap: n must be >= 1, got %d", n)
 		return
 	}
 	o.MaxAttempts = n

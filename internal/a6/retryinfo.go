@@ -9,14 +9,10 @@ import (
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-// DefaultRetryInfoCap is the longest google.rpc.RetryInfo retry_delay a
-// client waits out by default, as httpretry's Retry-After cap.
-const DefaultRetryInfoCap = 60 * time.Second
-
 // Hints are a client's settings for google.rpc.RetryInfo in status
 // details: Cap, the longest retry_delay waited out (0 means
-// DefaultRetryInfoCap), and Required, the codes retried only when the
-// server sent a RetryInfo.
+// rebound.DefaultRetryDelayCap), and Required, the codes retried only
+// when the server sent a RetryInfo.
 type Hints struct {
 	Cap      time.Duration
 	Required serviceconfig.CodeSet
@@ -68,7 +64,7 @@ func (h Hints) ApplyTo(info *rebound.RetryInfo, code serviceconfig.Code, delay t
 	}
 	limit := h.Cap
 	if limit <= 0 {
-		limit = DefaultRetryInfoCap
+		limit = rebound.DefaultRetryDelayCap
 	}
 	if delay > limit {
 		info.Stop = rebound.ErrRetryDelayTooLong
@@ -77,10 +73,10 @@ func (h Hints) ApplyTo(info *rebound.RetryInfo, code serviceconfig.Code, delay t
 	info.MinDelay = delay
 }
 
-// SetRetryInfoCap is WithRetryInfoCap: d must be > 0.
-func (o *Options) SetRetryInfoCap(d time.Duration) {
+// SetRetryDelayCap is WithRetryDelayCap: d must be > 0.
+func (o *Options) SetRetryDelayCap(d time.Duration) {
 	if d <= 0 {
-		o.Fail("WithRetryInfoCap: d must be > 0, got %v", d)
+		o.Fail("WithRetryDelayCap: d must be > 0, got %v", d)
 		return
 	}
 	o.Hints.Cap = d

@@ -46,10 +46,11 @@ type Gate struct {
 	Random   rebound.Random // nil: math/rand/v2
 }
 
-// Allow counts a request and reports whether to send it.
-func (g *Gate) Allow() bool {
+// Allow counts a request and reports whether to send it, and when it
+// counted it (for Withdraw).
+func (g *Gate) Allow() (time.Time, bool) {
 	if g == nil || g.Throttle == nil {
-		return true
+		return time.Time{}, true
 	}
 	u := 0.0
 	if g.Random != nil {
@@ -57,7 +58,17 @@ func (g *Gate) Allow() bool {
 	} else {
 		u = rand.Float64()
 	}
-	return g.Throttle.Allow(g.now(), u)
+	now := g.now()
+	return now, g.Throttle.Allow(now, u)
+}
+
+// Withdraw takes back the request Allow counted at at, which was let go
+// but never reached the server: the adaptive rate limit behind the
+// throttle kept it home (its error is ratelimit.IsKeptHome).
+func (g *Gate) Withdraw(at time.Time) {
+	if g != nil && g.Throttle != nil {
+		g.Throttle.Withdraw(at)
+	}
 }
 
 // Accepted counts a request the server accepted.

@@ -51,8 +51,9 @@ func TestAccepted(t *testing.T) {
 		}
 	}
 	var g *Gate
-	if !g.Allow() {
+	if _, ok := g.Allow(); !ok {
 		t.Error("a nil Gate refused")
 	}
 	g.Accepted()
+	g.Withdraw(time.Now())
 }

@@ -238,7 +238,9 @@ func Chart(c Config, rounds []Round) *svgplot.Chart {
 		offered.Points = append(offered.Points, svgplot.Point{X: x, Y: float64(r.Offered)})
 		accepted.Points = append(accepted.Points, svgplot.Point{X: x, Y: float64(r.Accepted)})
 	}
-	ch.Series = []svgplot.Series{calls, offered, accepted}
+	// The accepted attempts first, so that they take the solid line: it
+	// lies on the limit's dotted mark.
+	ch.Series = []svgplot.Series{accepted, offered, calls}
 	ch.Marks = []svgplot.Mark{{Horizontal: true, Value: float64(c.Limit), Label: fmt.Sprintf("server limit %d", c.Limit)}}
 	return ch
 }

@@ -1,6 +1,6 @@
 // Package observe records what the front doors' retries did: A6 statistics
-// for Stats snapshots, the gRFC A96 OpenTelemetry instruments, and debug
-// logs of each decision.
+// for Stats snapshots, the gRFC A96 OpenTelemetry instruments and
+// rebound's own, and debug logs of each decision.
 package observe
 
 import (
@@ -18,34 +18,37 @@ import (
 	"github.com/rebound-go/rebound"
 )
 
-// Instrument names for gRPC and Connect calls: gRFC A96, and two counters
-// of ours in the same style.
+// gRFC A96's instruments, which gRPC and Connect calls record.
 const (
 	RetriesName            = "grpc.client.call.retries"
 	TransparentRetriesName = "grpc.client.call.transparent_retries"
 	HedgesName             = "grpc.client.call.hedges"
 	RetryDelayName         = "grpc.client.call.retry_delay"
-	ThrottledName          = "grpc.client.call.retries_throttled"
-	PushbackStoppedName    = "grpc.client.call.retries_pushback_stopped"
-	AttemptTimeoutsName    = "grpc.client.call.attempt_timeouts"
 )
 
-// Instrument names for HTTP requests: the same instruments, named in the
-// style of the OpenTelemetry HTTP semantic conventions
-// (http.client.request.duration).
+// rebound's own instruments, in a namespace of its own (the OpenTelemetry
+// naming guidance: no library's names in another's namespace, lowercase,
+// dots and underscores, the unit apart, no _total). HTTP requests record
+// A96's three in it, since neither A96 nor the OpenTelemetry HTTP
+// conventions define them for HTTP; every protocol records the other
+// three, which no standard defines.
 const (
-	HTTPRetriesName         = "http.client.request.retries"
-	HTTPHedgesName          = "http.client.request.hedges"
-	HTTPRetryDelayName      = "http.client.request.retry_delay"
-	HTTPThrottledName       = "http.client.request.retries_throttled"
-	HTTPPushbackStoppedName = "http.client.request.retries_pushback_stopped"
-	HTTPAttemptTimeoutsName = "http.client.request.attempt_timeouts"
+	HTTPRetriesName     = "rebound.client.call.retries"
+	HTTPHedgesName      = "rebound.client.call.hedges"
+	HTTPRetryDelayName  = "rebound.client.call.retry_delay"
+	ThrottledName       = "rebound.client.call.retries_throttled"
+	PushbackStoppedName = "rebound.client.call.retries_pushback_stopped"
+	AttemptTimeoutsName = "rebound.client.call.attempt_timeouts"
 )
 
-// Attribute keys of A66.
+// Attribute keys of A66, and the OpenTelemetry RPC conventions' name of
+// the RPC system, which tells a gRPC call from a Connect one.
 const (
-	MethodKey = attribute.Key("grpc.method")
-	TargetKey = attribute.Key("grpc.target")
+	MethodKey     = attribute.Key("grpc.method")
+	TargetKey     = attribute.Key("grpc.target")
+	RPCSystemKey  = attribute.Key("rpc.system.name")
+	RPCSystemGRPC = "grpc"
+	RPCSystemConn = "connectrpc"
 )
 
 // Attribute keys of the OpenTelemetry HTTP semantic conventions.
@@ -60,11 +63,14 @@ const (
 type Protocol int
 
 const (
-	// GRPC records gRFC A96's instruments with A66's attributes; Connect
-	// calls use them too.
+	// GRPC records gRFC A96's instruments (transparent retries included)
+	// and rebound's, with A66's attributes and rpc.system.name grpc.
 	GRPC Protocol = iota
-	// HTTP records the http.client.request.* instruments with the HTTP
-	// semantic conventions' attributes.
+	// Connect records what GRPC records but transparent retries, which
+	// connect-go does not make, with rpc.system.name connectrpc.
+	Connect
+	// HTTP records rebound's instruments with the HTTP semantic
+	// conventions' attributes.
 	HTTP
 )
 
@@ -159,11 +165,11 @@ func New(mp metric.MeterProvider, logger *slog.Logger, scope string, proto Proto
 	}
 	m := mp.Meter(scope)
 	var in instruments
-	var errs [6]error
-	names := [...]string{RetriesName, HedgesName, RetryDelayName, ThrottledName, PushbackStoppedName}
+	var errs [7]error
+	names := [...]string{RetriesName, HedgesName, RetryDelayName}
 	what := "client call"
 	if proto == HTTP {
-		names = [...]string{HTTPRetriesName, HTTPHedgesName, HTTPRetryDelayName, HTTPThrottledName, HTTPPushbackStoppedName}
+		names = [...]string{HTTPRetriesName, HTTPHedgesName, HTTPRetryDelayName}
 		what = "client request"
 	}
 	in.retries, errs[0] = m.Int64Histogram(names[0], metric.WithUnit("{retry}"),
@@ -175,23 +181,18 @@ func New(mp metric.MeterProvider, logger *slog.Logger, scope string, proto Proto
 	in.delay, errs[2] = m.Float64Histogram(names[2], metric.WithUnit("s"),
 		metric.WithDescription("Total time of delay while there is no active attempt during the "+what+"."),
 		metric.WithExplicitBucketBoundaries(latencyBuckets...))
-	in.throttled, errs[3] = m.Int64Counter(names[3], metric.WithUnit("{retry}"),
+	in.throttled, errs[3] = m.Int64Counter(ThrottledName, metric.WithUnit("{retry}"),
 		metric.WithDescription("Number of retries or hedges not made because retry throttling or the retry budget refused them."))
-	in.pushback, errs[4] = m.Int64Counter(names[4], metric.WithUnit("{retry}"),
+	in.pushback, errs[4] = m.Int64Counter(PushbackStoppedName, metric.WithUnit("{retry}"),
 		metric.WithDescription("Number of retries or hedges not made because the server said not to retry."))
+	in.timeouts, errs[5] = m.Int64Counter(AttemptTimeoutsName, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Number of attempts cut by the per-attempt timeout before their response started."))
 	if proto == GRPC {
-		in.transparent, errs[5] = m.Int64Histogram(TransparentRetriesName, metric.WithUnit("{transparent_retry}"),
+		in.transparent, errs[6] = m.Int64Histogram(TransparentRetriesName, metric.WithUnit("{transparent_retry}"),
 			metric.WithDescription("Number of transparent retries during the client call. If there were no transparent retries, 0 is not reported."),
 			metric.WithExplicitBucketBoundaries(transparentBuckets...))
 	}
-	timeoutsName := AttemptTimeoutsName
-	if proto == HTTP {
-		timeoutsName = HTTPAttemptTimeoutsName
-	}
-	var terr error
-	in.timeouts, terr = m.Int64Counter(timeoutsName, metric.WithUnit("{attempt}"),
-		metric.WithDescription("Number of attempts cut by the per-attempt timeout before their response started."))
-	if err := errors.Join(append(errs[:], terr)...); err != nil {
+	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("creating instruments: %w", err)
 	}
 	r.inst = &in
@@ -333,8 +334,11 @@ func (r *Recorder) end(ctx context.Context, m *counters, c *Call) {
 
 // attributes returns the metric attributes of c.
 func (r *Recorder) attributes(c *Call) metric.MeasurementOption {
-	if r.proto != HTTP {
-		return metric.WithAttributes(MethodKey.String(c.Method), TargetKey.String(c.Target))
+	switch r.proto {
+	case GRPC:
+		return metric.WithAttributes(MethodKey.String(c.Method), TargetKey.String(c.Target), RPCSystemKey.String(RPCSystemGRPC))
+	case Connect:
+		return metric.WithAttributes(MethodKey.String(c.Method), TargetKey.String(c.Target), RPCSystemKey.String(RPCSystemConn))
 	}
 	kv := make([]attribute.KeyValue, 2, 4)
 	kv[0], kv[1] = HTTPMethodKey.String(c.HTTP.Method), ServerAddressKey.String(c.HTTP.ServerAddress)

@@ -126,6 +126,69 @@ func TestMetrics(t *testing.T) {
 	if counter(ThrottledName) != 1 || counter(PushbackStoppedName) != 1 {
 		t.Fatalf("throttled %d pushback %d, want 1 and 1", counter(ThrottledName), counter(PushbackStoppedName))
 	}
+	// A96's instruments keep A96's names; rebound's own are outside
+	// grpc.*; every point says which RPC system it is.
+	for name, m := range got {
+		switch name {
+		case RetriesName, TransparentRetriesName, HedgesName, RetryDelayName:
+		default:
+			if !strings.HasPrefix(name, "rebound.client.call.") {
+				t.Errorf("instrument %s: rebound's own instruments are named rebound.client.call.*", name)
+			}
+		}
+		for _, set := range pointSets(m) {
+			if v, _ := set.Value(RPCSystemKey); v.AsString() != "grpc" {
+				t.Errorf("%s: rpc.system.name %q, want grpc", name, v.AsString())
+			}
+		}
+	}
+}
+
+// pointSets returns the attribute sets of m's points.
+func pointSets(m metricdata.Metrics) []attribute.Set {
+	var out []attribute.Set
+	switch d := m.Data.(type) {
+	case metricdata.Histogram[int64]:
+		for _, dp := range d.DataPoints {
+			out = append(out, dp.Attributes)
+		}
+	case metricdata.Histogram[float64]:
+		for _, dp := range d.DataPoints {
+			out = append(out, dp.Attributes)
+		}
+	case metricdata.Sum[int64]:
+		for _, dp := range d.DataPoints {
+			out = append(out, dp.Attributes)
+		}
+	}
+	return out
+}
+
+// TestMetricsConnect: a Connect recorder records what a gRPC one does,
+// under the same names, but transparent retries, which connect-go does not
+// make, and tells its points apart by rpc.system.name.
+func TestMetricsConnect(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	r, err := New(mp, nil, "github.com/rebound-go/rebound/test", Connect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.End(context.Background(), &Call{Method: "/a.S/M", Target: "x", Attempts: 3, AttemptTimeouts: 1, Reason: rebound.ErrThrottled})
+	got := observetest.Collect(t, reader, "github.com/rebound-go/rebound/test")
+	if _, ok := got[TransparentRetriesName]; ok {
+		t.Error("a Connect recorder recorded transparent retries")
+	}
+	if dp := observetest.Histogram[int64](t, got, RetriesName, "{retry}", "connectrpc", "/a.S/M", "x"); dp.Count != 1 || dp.Sum != 2 {
+		t.Errorf("retries: count %d sum %d, want 1 and 2", dp.Count, dp.Sum)
+	}
+	if n := observetest.Counter(t, got, ThrottledName, "{retry}", "connectrpc", "/a.S/M", "x"); n != 1 {
+		t.Errorf("retries_throttled %d, want 1", n)
+	}
+	if n := observetest.Counter(t, got, AttemptTimeoutsName, "{attempt}", "connectrpc", "/a.S/M", "x"); n != 1 {
+		t.Errorf("attempt_timeouts %d, want 1", n)
+	}
 }
 
 func TestMetricsHTTP(t *testing.T) {
@@ -151,8 +214,8 @@ func TestMetricsHTTP(t *testing.T) {
 	}
 	got := observetest.Collect(t, reader, "github.com/rebound-go/rebound/test")
 	for name := range got {
-		if !strings.HasPrefix(name, "http.client.request.") {
-			t.Errorf("instrument %s recorded; an HTTP recorder records only http.client.request.*", name)
+		if !strings.HasPrefix(name, "rebound.client.call.") {
+			t.Errorf("instrument %s recorded; an HTTP recorder records only rebound.client.call.*", name)
 		}
 	}
 	okAttrs := []attribute.KeyValue{HTTPMethodKey.String("GET"), ServerAddressKey.String("example.com"), ServerPortKey.Int(443), HTTPStatusCodeKey.Int(200)}
@@ -170,10 +233,10 @@ func TestMetricsHTTP(t *testing.T) {
 	if dp := observetest.HistogramAt[float64](t, got, HTTPRetryDelayName, "s", okAttrs...); dp.Count != 2 || dp.Sum != 0.25 {
 		t.Errorf("retry_delay: count %d sum %v, want 2 and 0.25", dp.Count, dp.Sum)
 	}
-	if n := observetest.CounterAt(t, got, HTTPThrottledName, "{retry}", failedAttrs...); n != 1 {
+	if n := observetest.CounterAt(t, got, ThrottledName, "{retry}", failedAttrs...); n != 1 {
 		t.Errorf("retries_throttled %d, want 1", n)
 	}
-	if n := observetest.CounterAt(t, got, HTTPPushbackStoppedName, "{retry}", otherAttrs...); n != 1 {
+	if n := observetest.CounterAt(t, got, PushbackStoppedName, "{retry}", otherAttrs...); n != 1 {
 		t.Errorf("retries_pushback_stopped %d, want 1", n)
 	}
 	// Stats keep the Call's Method as their key, whatever the attributes.

@@ -21,7 +21,7 @@ func TestAttemptTimeouts(t *testing.T) {
 	for _, tc := range []struct {
 		proto Protocol
 		name  string
-	}{{GRPC, AttemptTimeoutsName}, {HTTP, HTTPAttemptTimeoutsName}} {
+	}{{GRPC, AttemptTimeoutsName}, {HTTP, AttemptTimeoutsName}} {
 		reader := sdkmetric.NewManualReader()
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 		var logs bytes.Buffer

@@ -121,17 +121,26 @@ func TimedOut(parent, actx context.Context) bool {
 	return !pok || dl.Before(pdl)
 }
 
-// ServerTimedOut reports whether a DEADLINE_EXCEEDED status that the
-// server returned for an attempt of timeout d, whose context is actx,
-// came from the attempt's own deadline, which the server received with
-// the request: the attempt has a deadline earlier than parent's and it
-// is due, give or take d/20 (at least 5ms). The server may see that
-// deadline pass first, since on the wire it is rounded down and starts
-// when the request arrives; a server's own earlier timeout stays an
-// ordinary status.
-func ServerTimedOut(parent, actx context.Context, d time.Duration) bool {
-	if parent.Err() != nil {
+// Cut reports whether a failed attempt made under [WithDeadline] with
+// timeout d, whose context is actx, was cut by its own deadline, whatever
+// its error says. Its context ended for that deadline ([TimedOut]), or the
+// deadline, earlier than parent's, is due, give or take d/20 (at least
+// 5ms). The deadline travels with the request, so the server, or a proxy
+// on the way, may see it pass before the client does, and answer first:
+// on the wire it is rounded down (Connect-Timeout-Ms to the millisecond)
+// and it starts when the request arrives. Its answer may be any code: a
+// gRPC server says DEADLINE_EXCEEDED, an HTTP/2 server may reset the
+// stream (RST_STREAM CANCEL, which connect reports as CANCELED while the
+// client's deadline has not yet passed), a handler whose work was aborted
+// may say CANCELED. Which side's clock won is a race; the attempt was cut
+// by its timeout either way. A failure that comes sooner is the server's
+// own answer, classified as usual.
+func Cut(parent, actx context.Context, d time.Duration) bool {
+	if d <= 0 || parent.Err() != nil {
 		return false
+	}
+	if TimedOut(parent, actx) {
+		return true
 	}
 	dl, ok := actx.Deadline()
 	if pdl, pok := parent.Deadline(); !ok || pok && !dl.Before(pdl) {

@@ -121,22 +121,39 @@ func TestTimedOutParentEnded(t *testing.T) {
 	defer acancel()
 	<-a.Done()
 	cancel()
-	if TimedOut(parent, a) || ServerTimedOut(parent, a, time.Second) {
+	if TimedOut(parent, a) || Cut(parent, a, time.Second) {
 		t.Fatal("a timeout reported after the call ended")
 	}
 }
 
-func TestServerTimedOut(t *testing.T) {
+// TestCut: a failed attempt is cut by its deadline when its context ended
+// for it, or when the deadline is due within the slack, whatever the
+// failure; not when it is far, when the call's deadline comes first, or
+// without a timeout.
+func TestCut(t *testing.T) {
 	parent := context.Background()
 	a, c := WithDeadline(parent, time.Millisecond)
 	defer c()
-	if !ServerTimedOut(parent, a, time.Millisecond) {
-		t.Fatal("an attempt due within the slack is not a server-side timeout")
+	if !Cut(parent, a, time.Millisecond) {
+		t.Fatal("an attempt due within the slack is not cut")
+	}
+	<-a.Done()
+	if !Cut(parent, a, time.Millisecond) {
+		t.Fatal("an attempt whose deadline passed is not cut")
 	}
 	b, c2 := WithDeadline(parent, time.Hour)
 	defer c2()
-	if ServerTimedOut(parent, b, time.Hour/10) || ServerTimedOut(parent, parent, time.Second) {
-		t.Fatal("an attempt far from its deadline, or without one, counts as timed out")
+	if Cut(parent, b, time.Hour/10) || Cut(parent, parent, time.Second) || Cut(parent, a, 0) {
+		t.Fatal("an attempt far from its deadline, without one, or without a timeout, counts as cut")
+	}
+	// The call's deadline comes first: WithDeadline left it alone, and an
+	// attempt that fails near it was not cut by its own timeout.
+	call, c3 := context.WithTimeout(parent, time.Millisecond)
+	defer c3()
+	d, c4 := WithDeadline(call, time.Hour)
+	defer c4()
+	if Cut(call, d, time.Hour) {
+		t.Fatal("an attempt near the call's deadline counts as cut by its own")
 	}
 }
 

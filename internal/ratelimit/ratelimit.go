@@ -1,10 +1,11 @@
-// Package ratelimit keeps the adaptive rate limits (rebound.RateLimiter)
+// Package ratelimit keeps the adaptive rate limits (rebound.AdaptiveRateLimit)
 // of the process, one per server name or host and settings, and makes an
 // attempt wait for its send token.
 package ratelimit
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -14,19 +15,19 @@ import (
 
 type key struct {
 	name string
-	c    rebound.AdaptiveRateLimit
+	c    rebound.AdaptiveRateLimitConfig
 }
 
 // limiters holds the limiters in use, weakly (see bounded.Shared), as
 // package adaptive holds the adaptive throttles.
-var limiters bounded.Shared[key, rebound.RateLimiter]
+var limiters bounded.Shared[key, rebound.AdaptiveRateLimit]
 
 // Limiter returns the process-wide limiter of name under c, made on first
 // use; clients with the same name and settings share it. c must be valid
 // (the options check it); an invalid c gives nil.
-func Limiter(name string, c rebound.AdaptiveRateLimit) *rebound.RateLimiter {
-	l, err := limiters.Get(key{name, c}, func() (*rebound.RateLimiter, error) {
-		return rebound.NewRateLimiter(c)
+func Limiter(name string, c rebound.AdaptiveRateLimitConfig) *rebound.AdaptiveRateLimit {
+	l, err := limiters.Get(key{name, c}, func() (*rebound.AdaptiveRateLimit, error) {
+		return rebound.NewAdaptiveRateLimit(c)
 	})
 	if err != nil {
 		return nil
@@ -40,16 +41,18 @@ func Count() int { return limiters.Len() }
 // Gate is one client's view of a limiter: its clock. A nil *Gate, or one
 // without a limiter, sends everything at once.
 type Gate struct {
-	Limiter *rebound.RateLimiter
+	Limiter *rebound.AdaptiveRateLimit
 	Clock   rebound.Clock // nil: the real clock
 }
 
 // Wait takes a send token and waits for its turn, within ctx. When the
-// turn would come after ctx's deadline it gives the token back and
-// returns rebound.ErrRateLimited at once; when ctx ends first it gives the
-// token back and returns the context's cause. When its turn no longer
-// holds as it ends (see rebound.RateLimiter.Ready) it takes a new one.
-// In the limiter's slow start it waits for an answer to an attempt in
+// turn would come after ctx's deadline it takes none and returns
+// rebound.ErrRateLimited at once (see rebound.AdaptiveRateLimit.ReserveBy);
+// when ctx ends first it gives the token back and returns the context's
+// cause. When its turn no longer holds as its wait ends (see
+// rebound.AdaptiveRateLimit.Ready) it takes a new one; when another attempt
+// went just before, it keeps its turn and waits out half a spacing. In
+// the limiter's slow start it waits for an answer to an attempt in
 // flight, then reserves again; that wait has no known end but the slow
 // start's, so it does not fail at once for a deadline (an answer usually
 // comes within a round trip). No lock is held while it waits.
@@ -58,42 +61,87 @@ func (g *Gate) Wait(ctx context.Context) (rebound.Reservation, error) {
 		return rebound.Reservation{}, nil
 	}
 	clk := g.clock()
+	dl, _ := ctx.Deadline()
 	for {
 		now := clk.Now()
-		r := g.Limiter.Reserve(now)
+		r, ok := g.Limiter.ReserveBy(now, dl)
+		if !ok {
+			return r, rebound.ErrRateLimited
+		}
 		d := r.Delay(now)
 		if d == 0 {
 			return r, nil
 		}
 		if a := r.Answer(); a != nil {
-			t := clk.NewTimer(d)
-			select {
-			case <-a:
-			case <-t.C():
-			case <-ctx.Done():
-				t.Stop()
-				g.Limiter.Cancel(r, clk.Now())
-				return r, context.Cause(ctx)
-			}
-			t.Stop()
+			err := g.sleep(ctx, clk, d, a)
 			g.Limiter.Cancel(r, clk.Now())
+			if err != nil {
+				return r, err
+			}
 			continue
 		}
-		if dl, ok := ctx.Deadline(); ok && r.Time().After(dl) {
-			g.Limiter.Cancel(r, now)
-			return r, rebound.ErrRateLimited
-		}
-		t := clk.NewTimer(d)
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			t.Stop()
+		if err := g.sleep(ctx, clk, d, nil); err != nil {
 			g.Limiter.Cancel(r, clk.Now())
-			return r, context.Cause(ctx)
+			return r, err
 		}
-		if g.Limiter.Ready(r, clk.Now()) {
-			return r, nil
+		at, ok := g.Limiter.Ready(r, clk.Now())
+		if !ok {
+			continue
 		}
+		if d := at.Sub(clk.Now()); d > 0 {
+			if err := g.sleep(ctx, clk, d, nil); err != nil {
+				g.Limiter.Cancel(r, clk.Now())
+				return r, err
+			}
+		}
+		return r, nil
+	}
+}
+
+// sleep waits d, or until wake is closed (a nil wake never is), or until
+// ctx ends, which it reports with the context's cause.
+func (g *Gate) sleep(ctx context.Context, clk rebound.Clock, d time.Duration, wake <-chan struct{}) error {
+	t := clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-wake:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// KeptHome is the error of an attempt that Wait kept home, in the front
+// door's words: refused for its deadline, or its context ended while it
+// waited for its turn. It never reached the server, so an adaptive
+// throttle in front of the rate limit takes it back (see IsKeptHome)
+// rather than count it as the server's refusal, or, cancelled, as the
+// server's answer.
+type KeptHome interface {
+	error
+	KeptHome()
+}
+
+// Kept returns err as a KeptHome error that unwraps to err.
+func Kept(err error) error { return kept{err} }
+
+type kept struct{ error }
+
+func (k kept) Unwrap() error { return k.error }
+func (kept) KeptHome()       {}
+
+// IsKeptHome reports whether err is, or wraps, a KeptHome error.
+func IsKeptHome(err error) bool {
+	var k KeptHome
+	return errors.As(err, &k)
+}
+
+// Cancel gives back the turn r that Wait gave an attempt that did not go
+// after all (an adaptive throttle kept it home).
+func (g *Gate) Cancel(r rebound.Reservation) {
+	if g != nil && g.Limiter != nil {
+		g.Limiter.Cancel(r, g.clock().Now())
 	}
 }
 
@@ -170,11 +218,11 @@ func (v *Verdict) Settle(builtin, final rebound.RetryInfo) {
 	if !held {
 		return
 	}
-	if final.Throttle != builtin.Throttle {
-		f.Throttled = final.Throttle
+	if final.SlowDown != builtin.SlowDown {
+		f.SlowDown = final.SlowDown
 	}
 	switch {
-	case !f.Throttled:
+	case !f.SlowDown:
 		f.Wait = 0
 	case f.Wait > 0:
 	case final.HasRetryAfter:
@@ -230,5 +278,5 @@ func Feedback(code uint32, pushback bool, wait time.Duration) rebound.RateFeedba
 	if code != codeResourceExhausted && !pushback {
 		return rebound.RateFeedback{}
 	}
-	return rebound.RateFeedback{Throttled: true, Wait: max(wait, 0)}
+	return rebound.RateFeedback{SlowDown: true, Wait: max(wait, 0)}
 }

@@ -10,24 +10,26 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestWindow(t *testing.T) {
 	w := NewWindow(time.Second)
-	for range 9 {
+	for range 10 {
 		w.Admit(t0)
 	}
-	if share, perSec := w.Shed(t0); share != 0.1 || perSec != 1 {
-		t.Fatalf("share %v, per second %v; want 0.1, 1", share, perSec)
+	if ratio, perSec := w.Shed(t0); ratio != 0.1 || perSec != 1 {
+		t.Fatalf("ratio %v, per second %v; want 0.1, 1", ratio, perSec)
 	}
-	// Half a second on: all still in the window.
-	if share, _ := w.Shed(t0.Add(500 * time.Millisecond)); math.Abs(share-2.0/11) > 1e-12 {
-		t.Fatalf("share %v, want 2/11", share)
+	// Half a second on: all still in the window; a refusal is one fewer
+	// served and one more rejected.
+	if ratio, _ := w.Refuse(t0.Add(500 * time.Millisecond)); ratio != 2.0/9 {
+		t.Fatalf("ratio %v, want 2/9", ratio)
 	}
-	// 1.05s on: the first slot (9 admitted, 1 shed) has left.
-	if share, perSec := w.Shed(t0.Add(1050 * time.Millisecond)); share != 1 || perSec != 2 {
-		t.Fatalf("share %v, per second %v; want 1, 2", share, perSec)
+	// 1.05s on: the first slot (10 admitted, 1 shed) has left; none
+	// served remains.
+	if ratio, perSec := w.Shed(t0.Add(1050 * time.Millisecond)); !math.IsInf(ratio, 1) || perSec != 2 {
+		t.Fatalf("ratio %v, per second %v; want +Inf, 2", ratio, perSec)
 	}
 	// Long after, empty again; the past counts in the newest slot.
 	w.Admit(t0.Add(time.Hour))
-	if share, _ := w.Shed(t0); share != 0.5 {
-		t.Fatalf("share %v, want 0.5", share)
+	if ratio, _ := w.Shed(t0); ratio != 1 {
+		t.Fatalf("ratio %v, want 1", ratio)
 	}
 }
 
@@ -49,6 +51,7 @@ func TestPushback(t *testing.T) {
 		{0.05, 0.1, 1e9, time.Second, 1, 0.5, MaxDelay, false},                           // cap
 		{0.05, 0.1, 100, 100 * time.Millisecond, 0, 0.5, 1100 * time.Millisecond, false}, // limit 0 counts as 1
 		{0, 0, 0, time.Second, 1, 0.5, time.Second, false},
+		{math.Inf(1), 0.5, 0, time.Second, 1, 0.5, 0, true},
 	} {
 		d, stop := Pushback(tc.share, tc.retryShare, tc.perSecond, tc.latency, tc.limit, tc.u)
 		if stop != tc.stop || (d-tc.delay).Abs() > time.Microsecond {

@@ -111,14 +111,14 @@ func (f *fleet) pushback(c Config, now time.Time, limit int) time.Duration {
 
 func adaptiveK(c Config) float64 {
 	if c.Adaptive.K == 0 {
-		return rebound.DefaultAdaptiveK
+		return rebound.DefaultAdaptiveThrottle().K
 	}
 	return c.Adaptive.K
 }
 
 func adaptiveWindow(c Config) time.Duration {
 	if c.Adaptive.Window == 0 {
-		return rebound.DefaultAdaptiveWindow
+		return rebound.DefaultAdaptiveThrottle().Window
 	}
 	return c.Adaptive.Window
 }

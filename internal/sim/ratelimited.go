@@ -36,7 +36,7 @@ const (
 	// rate, and never retries.
 	RateOracle
 	// RateRebound adds rebound's adaptive rate limit
-	// (rebound.RateLimiter, the real one) to RateRetries.
+	// (rebound.AdaptiveRateLimit, the real one) to RateRetries.
 	RateRebound
 )
 
@@ -170,7 +170,7 @@ func (r *rateRun) serve(now time.Time) bool {
 type proc struct {
 	id    int
 	calls int // left to start
-	reb   *rebound.RateLimiter
+	reb   *rebound.AdaptiveRateLimit
 	aws   *awsLimiter
 	next  time.Time // the oracle's next send
 	// waiting are the calls waiting in rebound's slow start for an
@@ -188,7 +188,7 @@ func runRate(s RateScenario, p RatePolicy, seed uint64) (RateResult, error) {
 		pr := &proc{id: i, calls: s.Calls, next: r.t0.Add(time.Duration(float64(i) / s.Limit * float64(time.Second)))}
 		switch p {
 		case RateRebound:
-			l, err := rebound.NewRateLimiter(rebound.AdaptiveRateLimit{})
+			l, err := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 			if err != nil {
 				return RateResult{}, err
 			}
@@ -283,7 +283,11 @@ func (r *rateRun) attempt(pr *proc, now, deadline time.Time, n int) {
 		pr.next = at.Add(time.Duration(float64(time.Second) * float64(r.s.Processes) / r.s.Limit))
 		r.after(at, func(t time.Time) { r.send(pr, t, deadline, n, rebound.Reservation{}) })
 	case RateRebound:
-		res := pr.reb.Reserve(now)
+		res, ok := pr.reb.ReserveBy(now, deadline)
+		if !ok {
+			r.done(pr, now, false) // rebound.ErrRateLimited, at once
+			return
+		}
 		if res.Answer() != nil {
 			// The slow start: wait for an answer, or for its end, then
 			// reserve again (as Gate.Wait).
@@ -299,20 +303,21 @@ func (r *rateRun) attempt(pr *proc, now, deadline time.Time, n int) {
 			r.after(res.Time(), wake)
 			return
 		}
-		if res.Time().After(deadline) {
-			pr.reb.Cancel(res, now)
-			r.done(pr, now, false) // rebound.ErrRateLimited, at once
-			return
-		}
 		if res.Delay(now) == 0 {
 			r.send(pr, now, deadline, n, res)
 			return
 		}
 		// As internal/ratelimit's Gate.Wait: a wait that ends after a
-		// cut, or with another, takes a new turn.
+		// cut takes a new turn; one that ends just after another attempt
+		// went waits out half a spacing.
 		r.after(res.Time(), func(t time.Time) {
-			if !pr.reb.Ready(res, t) {
+			at, ok := pr.reb.Ready(res, t)
+			if !ok {
 				r.attempt(pr, t, deadline, n)
+				return
+			}
+			if at.After(t) {
+				r.after(at, func(t time.Time) { r.send(pr, t, deadline, n, res) })
 				return
 			}
 			r.send(pr, t, deadline, n, res)
@@ -346,7 +351,7 @@ func (r *rateRun) send(pr *proc, now, deadline time.Time, n int, res rebound.Res
 	r.after(now.Add(rtt/2+time.Duration(r.rng.Int64N(int64(2*rtt)))), func(t time.Time) {
 		switch {
 		case pr.reb != nil:
-			pr.reb.Observe(res, t, rebound.RateFeedback{Throttled: !ok, Wait: r.s.Wait})
+			pr.reb.Observe(res, t, rebound.RateFeedback{SlowDown: !ok, Wait: r.s.Wait})
 			// The answer closes the slow start's channel: its waiters
 			// reserve again.
 			waiting := pr.waiting

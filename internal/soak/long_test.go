@@ -554,7 +554,7 @@ func writeSoakChart(path string, d time.Duration, samples []sample, callers []ca
 			Marks:  append(slices.Clone(marks), svgplot.Mark{Horizontal: true, Value: baseline, Label: "baseline"}),
 		}
 	}
-	charts := []*svgplot.Chart{
+	charts := []svgplot.Figure{
 		chart(fmt.Sprintf("Long soak (%v): goroutines", d), "goroutines", float64(base.goroutines), func(s sample) float64 { return float64(s.goroutines) }),
 		chart("Live heap after GC", "MiB", mib(base.heap), func(s sample) float64 { return mib(s.heap) }),
 	}

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"image"
 	"io"
 	"math"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,23 +104,47 @@ func TestChart(t *testing.T) {
 	}
 }
 
-// TestManySeries: a series past the end of the palette reuses a colour,
-// and is dotted, in its line and its legend, so that the two are told
-// apart.
+// TestManySeries: every series that takes its style from the palette has
+// a colour and a dash pattern no other series of the chart has, in its
+// line and in its legend, even past the end of the palette.
 func TestManySeries(t *testing.T) {
 	c := &Chart{}
-	for i := range len(palette) + 1 {
+	n := 2*len(palette) + 1
+	for i := range n {
 		c.Series = append(c.Series, Series{Name: "s" + strconv.Itoa(i), Points: []Point{{0, float64(i)}, {1, float64(i)}}})
 	}
 	doc := render(t, c)
-	if n := bytes.Count(doc, []byte(`stroke="`+palette[0]+`"`)); n != 4 {
-		t.Fatalf("%d lines and legend marks in the first colour, want 4 (two series)", n)
+	style := regexp.MustCompile(`stroke="(#[0-9A-F]{6})"(?: stroke-dasharray="([0-9 ]+)")?`)
+	var paths, legend []string
+	for _, m := range regexp.MustCompile(`<(path|line) [^>]*>`).FindAllString(string(doc), -1) {
+		sm := style.FindStringSubmatch(m)
+		if sm == nil || !strings.Contains(m, `stroke-width=`) {
+			continue // axes and ticks
+		}
+		if strings.HasPrefix(m, "<path") {
+			paths = append(paths, sm[1]+"/"+sm[2])
+		} else {
+			legend = append(legend, sm[1]+"/"+sm[2])
+		}
 	}
-	if n := bytes.Count(doc, []byte(`stroke="`+palette[0]+`" stroke-dasharray="2 2"`)); n != 2 {
-		t.Errorf("%d dotted marks in the first colour, want 2 (the last series' line and legend)", n)
+	if len(paths) != n || !slices.Equal(paths, legend) {
+		t.Fatalf("line styles %q, legend styles %q; want %d of each, the same", paths, legend, n)
 	}
-	if n := bytes.Count(doc, []byte(`stroke-dasharray`)); n != 2 {
-		t.Errorf("%d dashed marks, want 2", n)
+	seen := map[string]int{}
+	colours, patterns := map[string]bool{}, map[string]bool{}
+	for i, st := range paths {
+		if j, dup := seen[st]; dup {
+			t.Errorf("series %d and %d are both drawn %s", j, i, st)
+		}
+		seen[st] = i
+		colour, pattern, _ := strings.Cut(st, "/")
+		if i < len(palette) && (colours[colour] || patterns[pattern]) {
+			t.Errorf("series %d (%s) shares its colour or its dashes with an earlier one", i, st)
+		}
+		colours[colour], patterns[pattern] = true, true
+	}
+	if paths[0] != palette[0]+"/" {
+		t.Errorf("the first series is drawn %s, want solid %s", paths[0], palette[0])
 	}
 	if err := svgcheck.Portable(doc); err != nil {
 		t.Fatal(err)
@@ -223,7 +250,7 @@ func FuzzChart(f *testing.F) {
 			YLabel: name,
 			XLog:   xlog,
 			YLog:   ylog,
-			Series: []Series{{Name: name, Color: name, Points: []Point{{x0, y0}, {x1, y1}}}},
+			Series: []Series{{Name: name, Color: name, Points: []Point{{x0, y0}, {x1, y1}}}, {Steps: true, Points: []Point{{x1, y1}, {x0, y0}}}},
 			Bands:  []Band{{From: x0, To: y1, Label: title}},
 			Marks:  []Mark{{Value: x1, Label: name}, {Horizontal: true, Value: y0, Label: title}},
 		}
@@ -259,8 +286,9 @@ func BenchmarkChart(b *testing.B) {
 
 func TestWriteStacked(t *testing.T) {
 	t.Parallel() // svgcheck draws the chart: a second of CPU under -race
-	a := &Chart{Title: "a", Series: []Series{{Name: "s", Points: []Point{{0, 0}, {1, 1}}}}}
-	b := &Chart{Title: "b <&>", Width: 600, Height: 300, Series: []Series{{Name: "s", Points: []Point{{0, 1}, {1, 0}}, Color: "#D55E00"}}}
+	// Small charts: drawing takes seconds under the race detector.
+	a := &Chart{Title: "a", Width: 400, Height: 250, Series: []Series{{Name: "s", Points: []Point{{0, 0}, {1, 1}}}}}
+	b := &Chart{Title: "b <&>", Width: 300, Height: 200, Series: []Series{{Name: "s", Points: []Point{{0, 1}, {1, 0}}, Color: "#D55E00"}}}
 	var buf bytes.Buffer
 	if _, err := WriteStacked(&buf, a, b); err != nil {
 		t.Fatal(err)
@@ -270,7 +298,7 @@ func TestWriteStacked(t *testing.T) {
 	if elems["title"] != 2 {
 		t.Errorf("%d titles, want one per chart", elems["title"])
 	}
-	for _, want := range []string{`width="800" height="750"`, `<g transform="translate(0 0)">`, `<g transform="translate(0 450)">`} {
+	for _, want := range []string{`width="400" height="450"`, `<g transform="translate(0 0)">`, `<g transform="translate(0 250)">`} {
 		if !bytes.Contains(doc, []byte(want)) {
 			t.Errorf("stacked document lacks %s", want)
 		}
@@ -282,11 +310,11 @@ func TestWriteStacked(t *testing.T) {
 	// Each chart is drawn in its own place: the second one's line only
 	// below the first.
 	c, _ := svgcheck.ParseHex("#D55E00")
-	top := img.SubImage(image.Rect(0, 0, 800, 450)).(*image.RGBA)
+	top := img.SubImage(image.Rect(0, 0, 400, 250)).(*image.RGBA)
 	if n := svgcheck.Count(top, c, 24); n != 0 {
 		t.Errorf("the second chart's colour covers %d pixels of the first chart", n)
 	}
-	if ink := svgcheck.Ink(img, image.Rect(0, 450, 600, 750)); ink < 0.01 {
+	if ink := svgcheck.Ink(img, image.Rect(0, 250, 300, 450)); ink < 0.01 {
 		t.Errorf("the second chart is blank where it should be (%.3f ink)", ink)
 	}
 }
@@ -301,8 +329,9 @@ func tail() *Chart {
 	}
 	return &Chart{
 		Title: "tail", XLabel: "latency (ms)", YLabel: "fraction slower",
+		Width: 480, Height: 300, // small: drawing takes seconds under the race detector
 		XLog: true, YLog: true,
-		Series: []Series{{Name: "a", Points: pts}, {Name: "b", Points: []Point{{2, 1}, {0, 0.5}, {50, 0.01}}}},
+		Series: []Series{{Name: "a", Points: pts, Steps: true}, {Name: "b", Points: []Point{{2, 1}, {0, 0.5}, {50, 0.01}}}},
 		Marks:  []Mark{{Horizontal: true, Value: 0.01, Label: "p99"}, {Horizontal: true, Value: 0.001, Label: "p99.9"}, {Value: 20, Label: "hedge"}},
 		Bands:  []Band{{From: 100, To: 200, Label: "stalls"}},
 	}
@@ -369,7 +398,7 @@ func TestLogTicks(t *testing.T) {
 func TestRendersEverywhere(t *testing.T) {
 	t.Parallel() // svgcheck draws the chart: a second of CPU under -race
 	linear := &Chart{
-		Title: "load", Series: []Series{{Name: "naive", Points: []Point{{0, 10}, {1, 50}, {2, 20}}}, {Name: "cap", Points: []Point{{0, 30}, {2, 30}}, Dashed: true}},
+		Title: "load", Width: 400, Height: 250, Series: []Series{{Name: "naive", Points: []Point{{0, 10}, {1, 50}, {2, 20}}}, {Name: "cap", Points: []Point{{0, 30}, {2, 30}}, Dashed: true}},
 		Bands: []Band{{From: 0.5, To: 1.5, Label: "outage"}},
 	}
 	for name, c := range map[string]*Chart{"linear": linear, "log-log": tail()} {
@@ -401,5 +430,254 @@ func TestPortableRejects(t *testing.T) {
 		if err := svgcheck.Portable([]byte(doc)); err == nil {
 			t.Errorf("Portable accepted %s", doc)
 		}
+	}
+}
+
+// TestSteps: a Steps series holds each Y until the next X, then moves
+// straight up or down; a plain series goes straight from point to point.
+func TestSteps(t *testing.T) {
+	pts := []Point{{0, 3}, {1, 2}, {3, 1}}
+	c := &Chart{Series: []Series{{Points: pts, Steps: true}, {Points: pts}}}
+	l := c.layout()
+	x := func(v float64) string { return num(l.px(v)) }
+	y := func(v float64) string { return num(l.py(v)) }
+	doc := string(render(t, c))
+	steps := `d="M` + x(0) + " " + y(3) + " H" + x(1) + " V" + y(2) + " H" + x(3) + " V" + y(1) + `"`
+	lines := `d="M` + x(0) + " " + y(3) + " L" + x(1) + " " + y(2) + " L" + x(3) + " " + y(1) + `"`
+	for _, want := range []string{steps, lines} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("chart lacks the path %s:\n%s", want, doc)
+		}
+	}
+}
+
+// TestLogEnds: a log axis ends on 1, 2 or 5 times a power of ten around
+// the data, not on whole decades that leave one empty: a tail from 0.3ms
+// to 250ms spans 0.2 to 500, and fractions down to 1/1600 start at 0.0005.
+func TestLogEnds(t *testing.T) {
+	c := &Chart{XLog: true, YLog: true, Series: []Series{{Points: []Point{{0.3, 1}, {2, 0.1}, {250, 1.0 / 1600}}}}}
+	l := c.layout()
+	for _, tc := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"x from", l.xmin, math.Log10(0.2)}, {"x to", l.xmax, math.Log10(500)},
+		{"y from", l.ymin, math.Log10(0.0005)}, {"y to", l.ymax, 0},
+	} {
+		if math.Abs(tc.got-tc.want) > 1e-9 {
+			t.Errorf("%s: 10^%v, want 10^%v", tc.name, tc.got, tc.want)
+		}
+	}
+	var xt, yt []string
+	for _, tk := range axisTicks(l.xmin, l.xmax, l.xTicks(), true) {
+		xt = append(xt, tk.label)
+	}
+	for _, tk := range axisTicks(l.ymin, l.ymax, l.yTicks(), true) {
+		yt = append(yt, tk.label)
+	}
+	if got, want := strings.Join(xt, " "), "0.2 1 10 100 500"; got != want {
+		t.Errorf("x ticks %s, want %s", got, want)
+	}
+	if got, want := strings.Join(yt, " "), "0.0005 0.001 0.01 0.1 1"; got != want {
+		t.Errorf("y ticks %s, want %s", got, want)
+	}
+	for _, tc := range []struct{ v, down, up float64 }{
+		{math.Log10(0.3), math.Log10(0.2), math.Log10(0.5)},
+		{math.Log10(2), math.Log10(2), math.Log10(2)},
+		{math.Log10(7), math.Log10(5), 1},
+		{math.Log10(1000), 3, 3},
+		{math.Log10(1.01), 0, math.Log10(2)},
+	} {
+		if d, u := logRound(tc.v, false), logRound(tc.v, true); math.Abs(d-tc.down) > 1e-9 || math.Abs(u-tc.up) > 1e-9 {
+			t.Errorf("logRound(10^%v) = 10^%v down, 10^%v up; want 10^%v, 10^%v", tc.v, d, u, tc.down, tc.up)
+		}
+	}
+}
+
+// TestMarkLabels: mark labels lie over the lines on white boxes, and a
+// vertical mark's label does not cross another vertical mark's line: two
+// hedge delays close together get their labels on either side.
+func TestMarkLabels(t *testing.T) {
+	c := &Chart{
+		XLog: true, YLog: true,
+		Series: []Series{{Name: "a", Points: []Point{{1, 1}, {15, 0.1}, {20, 0.01}, {300, 0.001}}}},
+		Marks: []Mark{{Horizontal: true, Value: 0.01, Label: "p99"},
+			{Value: 15.4, Label: "adaptive hedge 15.4ms"}, {Value: 20, Label: "hedge 20.0ms"}},
+	}
+	doc := string(render(t, c))
+	series, labels := strings.Index(doc, `<g class="series">`), strings.Index(doc, `<g class="mark-labels">`)
+	if series < 0 || labels < series {
+		t.Fatalf("mark labels not drawn after the series:\n%s", doc)
+	}
+	l := c.layout()
+	lines := []float64{l.px(math.Log10(15.4)), l.px(math.Log10(20))}
+	box := regexp.MustCompile(`<rect x="([0-9.]+)" y="[0-9.]+" width="([0-9.]+)" height="13" fill="#ffffff" stroke="none"/>\n<text [^>]*>([^<]*)</text>`)
+	found := 0
+	for _, m := range box.FindAllStringSubmatch(doc[labels:], -1) {
+		found++
+		x0, _ := strconv.ParseFloat(m[1], 64)
+		w, _ := strconv.ParseFloat(m[2], 64)
+		for i, x := range lines {
+			own := (i == 0) == strings.HasPrefix(m[3], "adaptive")
+			if !own && x >= x0 && x <= x0+w {
+				t.Errorf("label %q (%v to %v) crosses the mark at x = %v", m[3], x0, x0+w, x)
+			}
+		}
+	}
+	if found != 3 {
+		t.Errorf("%d boxed labels, want 3:\n%s", found, doc[labels:])
+	}
+	// A horizontal mark's label box stops short of its line.
+	p99 := regexp.MustCompile(`<rect x="[0-9.]+" y="([0-9.]+)" width="[0-9.]+" height="([0-9.]+)" fill="#ffffff" stroke="none"/>\n<text [^>]*>p99</text>`).FindStringSubmatch(doc)
+	if p99 == nil {
+		t.Fatal("no boxed p99 label")
+	}
+	top, _ := strconv.ParseFloat(p99[1], 64)
+	height, _ := strconv.ParseFloat(p99[2], 64)
+	if top+height > l.py(-2)-1 {
+		t.Errorf("the p99 label's box reaches %v, over its line at %v", top+height, l.py(-2))
+	}
+
+	// Near the right edge, with no side free of the other line, a label
+	// stays inside the plot, over the legend's space.
+	c.Marks = []Mark{{Value: 200, Label: "hedge 200.0ms"}, {Value: 230, Label: "adaptive hedge 230.0ms"}}
+	l = c.layout()
+	doc = string(render(t, c))
+	for _, m := range box.FindAllStringSubmatch(doc, -1) {
+		x0, _ := strconv.ParseFloat(m[1], 64)
+		w, _ := strconv.ParseFloat(m[2], 64)
+		if x0 < l.left || x0+w > l.right {
+			t.Errorf("label %q (%v to %v) leaves the plot (%v to %v)", m[3], x0, x0+w, l.left, l.right)
+		}
+	}
+}
+
+// TestBandStrips: a strip lies along the bottom of the plot, drawn after
+// the full bands, and every band's label after both, so that neither hides
+// the outage or its label.
+func TestBandStrips(t *testing.T) {
+	c := &Chart{
+		Series: []Series{{Points: []Point{{0, 1}, {10, 1}}}},
+		Bands:  []Band{{From: 4, To: 5, Color: "#ee7733", Strip: true}, {From: 3, To: 6, Label: "outage"}},
+	}
+	l := c.layout()
+	doc := string(render(t, c))
+	strip := fmt.Sprintf(`<rect x="%s" y="%s" width="%s" height="%s" fill="#ee7733" stroke="none"/>`,
+		num(l.px(4)), num(l.bot-stripHeight), num(l.px(5)-l.px(4)), num(stripHeight))
+	full := fmt.Sprintf(`<rect x="%s" y="%s" width="%s" height="%s" fill="%s" stroke="none"/>`,
+		num(l.px(3)), num(l.top), num(l.px(6)-l.px(3)), num(l.bot-l.top), bandFill)
+	label := ">outage</text>"
+	i, j, k := strings.Index(doc, full), strings.Index(doc, strip), strings.Index(doc, label)
+	if i < 0 || j < 0 || k < 0 || !(i < j && j < k) {
+		t.Errorf("band at %d, strip at %d, label at %d: want all three, in that order:\n%s", i, j, k, doc)
+	}
+}
+
+// TestBandStyle: a band takes its own colour and names itself in the
+// legend once, however many bands share the name.
+func TestBandStyle(t *testing.T) {
+	c := &Chart{
+		Width: 360, Height: 200, // small: drawing takes seconds under the race detector
+		Series: []Series{{Name: "load", Points: []Point{{0, 1}, {10, 1}}}},
+		Bands: []Band{{From: 1, To: 2, Label: "outage"},
+			{From: 4, To: 5, Color: "#fde3c8", Legend: "calls started late"}, {From: 7, To: 8, Color: "#fde3c8", Legend: "calls started late"}},
+	}
+	doc := render(t, c)
+	if n := bytes.Count(doc, []byte(`fill="#fde3c8"`)); n != 3 {
+		t.Errorf("%d shapes in the band colour, want 3 (two bands, one legend swatch)", n)
+	}
+	if n := bytes.Count(doc, []byte(">calls started late</text>")); n != 1 {
+		t.Errorf("the bands' legend is written %d times, want once", n)
+	}
+	if n := bytes.Count(doc, []byte(`fill="`+bandFill+`"`)); n != 1 {
+		t.Errorf("%d shapes in the default band colour, want 1", n)
+	}
+	img, err := svgcheck.Check(doc, palette[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	late, _ := svgcheck.ParseHex("#fde3c8")
+	if n := svgcheck.Count(img, late, 2); n < 500 {
+		t.Errorf("the coloured bands cover %d pixels", n)
+	}
+}
+
+// TestYMax: charts share a linear y scale when each sets YMax to the
+// largest value of them all; a YMax below the data, or on a log axis,
+// changes nothing.
+func TestYMax(t *testing.T) {
+	small := &Chart{Series: []Series{{Points: []Point{{0, 1}, {1, 3}}}}, YMax: 4500}
+	big := &Chart{Series: []Series{{Points: []Point{{0, 1}, {1, 4500}}}}, YMax: 4500}
+	if s, b := small.layout(), big.layout(); s.ymin != b.ymin || s.ymax != b.ymax || s.ymax < 4500 {
+		t.Errorf("y ranges [%v, %v] and [%v, %v], want the same, reaching 4500", s.ymin, s.ymax, b.ymin, b.ymax)
+	}
+	below := &Chart{Series: []Series{{Points: []Point{{0, 1}, {1, 50}}}}, YMax: 10}
+	if l := below.layout(); l.ymax != 50 {
+		t.Errorf("YMax below the data: y to %v, want 50", l.ymax)
+	}
+	log := &Chart{YLog: true, Series: []Series{{Points: []Point{{0, 1}, {1, 10}}}}, YMax: 1e6}
+	if l := log.layout(); l.ymax != 1 {
+		t.Errorf("YMax on a log axis: y to 10^%v, want 10^1", l.ymax)
+	}
+}
+
+// TestGrid: small multiples, in rows, each chart in its own cell at the
+// first chart's size, under a title and a note; a grid stacks with charts.
+func TestGrid(t *testing.T) {
+	var charts []*Chart
+	for i := range 3 {
+		charts = append(charts, &Chart{Title: "policy " + strconv.Itoa(i), Width: 220, Height: 200, YMax: 10,
+			Series: []Series{{Points: []Point{{0, 0}, {1, float64(i + 1)}}, Color: "#117733"}}})
+	}
+	charts[2].Width = 999 // drawn at the first chart's size all the same
+	g := &Grid{Title: "Offered load", Note: "each policy against no retries", Columns: 2, Charts: charts}
+	var b bytes.Buffer
+	if _, err := g.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	doc := b.Bytes()
+	text, elems := decode(t, doc)
+	if elems["title"] != 4 {
+		t.Errorf("%d titles, want the grid's and one per chart", elems["title"])
+	}
+	h := g.header()
+	for _, want := range []string{
+		`width="440" height="` + strconv.Itoa(h+400) + `"`,
+		`<g transform="translate(0 ` + strconv.Itoa(h) + `)">`,
+		`<g transform="translate(220 ` + strconv.Itoa(h) + `)">`,
+		`<g transform="translate(0 ` + strconv.Itoa(h+200) + `)">`,
+	} {
+		if !bytes.Contains(doc, []byte(want)) {
+			t.Errorf("grid lacks %s", want)
+		}
+	}
+	for _, want := range []string{"Offered load", "each policy against no retries", "policy 2"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("grid text lacks %q", want)
+		}
+	}
+	if bytes.Contains(doc, []byte(`width="999"`)) {
+		t.Error("a chart kept its own width in the grid")
+	}
+	img, err := svgcheck.Check(doc, "#117733")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The third chart is drawn in the second row's first cell.
+	if ink := svgcheck.Ink(img, image.Rect(0, h+200, 220, h+400)); ink < 0.01 {
+		t.Errorf("the third cell is blank (%.3f ink)", ink)
+	}
+	if ink := svgcheck.Ink(img, image.Rect(230, h+210, 430, h+390)); ink != 0 {
+		t.Errorf("ink where no chart is (%.3f)", ink)
+	}
+	b.Reset()
+	if _, err := WriteStacked(&b, &Chart{Title: "above"}, g); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b.Bytes(), []byte(`width="800" height="`+strconv.Itoa(450+h+400)+`"`)) {
+		t.Errorf("stacked chart and grid: %.120s", b.Bytes())
+	}
+	if err := svgcheck.Portable(b.Bytes()); err != nil {
+		t.Error(err)
 	}
 }

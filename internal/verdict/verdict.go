@@ -21,7 +21,7 @@ import "github.com/rebound-go/rebound"
 //     about retrying: a pushback delay or "stop" (HasRetryAfter,
 //     RetryAfter, ServerStop), or a minimum wait (MinDelay, which it may
 //     only lengthen), and a Stop of builtin's stays.
-//   - It may mark a failure as throttling (Throttle) with a Backoff of
+//   - It may mark a failure as slow-down (SlowDown) with a Backoff of
 //     its own, as local (Local), or as a Class with its own attempt
 //     limit; an invalid Backoff is dropped.
 func Reclassify(builtin rebound.RetryInfo, promotable bool, verdict rebound.RetryInfo) rebound.RetryInfo {

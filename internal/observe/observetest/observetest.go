@@ -38,11 +38,18 @@ func Collect(t testing.TB, reader *sdkmetric.ManualReader, scope string) map[str
 	return got
 }
 
-// Histogram returns the point of histogram name for method and
-// target, checking the unit.
-func Histogram[N int64 | float64](t testing.TB, got map[string]metricdata.Metrics, name, unit, method, target string) metricdata.HistogramDataPoint[N] {
+// Histogram returns the point of histogram name for an RPC of method and
+// target through system (rpc.system.name: grpc, connectrpc), checking the
+// unit.
+func Histogram[N int64 | float64](t testing.TB, got map[string]metricdata.Metrics, name, unit, system, method, target string) metricdata.HistogramDataPoint[N] {
 	t.Helper()
-	return HistogramAt[N](t, got, name, unit, attribute.String("grpc.method", method), attribute.String("grpc.target", target))
+	return HistogramAt[N](t, got, name, unit, RPC(system, method, target)...)
+}
+
+// RPC returns the metric attributes of an RPC of method and target
+// through system.
+func RPC(system, method, target string) []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.String("grpc.method", method), attribute.String("grpc.target", target), attribute.String("rpc.system.name", system)}
 }
 
 // HistogramAt returns the point of histogram name whose attributes are
@@ -64,11 +71,11 @@ func HistogramAt[N int64 | float64](t testing.TB, got map[string]metricdata.Metr
 	return metricdata.HistogramDataPoint[N]{}
 }
 
-// Counter returns the value of counter name for method and target,
-// checking the unit.
-func Counter(t testing.TB, got map[string]metricdata.Metrics, name, unit, method, target string) int64 {
+// Counter returns the value of counter name for an RPC of method and
+// target through system, checking the unit.
+func Counter(t testing.TB, got map[string]metricdata.Metrics, name, unit, system, method, target string) int64 {
 	t.Helper()
-	return CounterAt(t, got, name, unit, attribute.String("grpc.method", method), attribute.String("grpc.target", target))
+	return CounterAt(t, got, name, unit, RPC(system, method, target)...)
 }
 
 // CounterAt returns the value of counter name at the point whose
