@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,11 +70,32 @@ func client(t testing.TB, srv *grpctest.Server, cfg *serviceconfig.Config, opts 
 	return tc, clk
 }
 
+// defaultNameClient is client with the default server name, srv's
+// address, that every client of srv with cfg shares a throttle under.
+func defaultNameClient(t testing.TB, srv *grpctest.Server, cfg *serviceconfig.Config) testpb.TestServiceClient {
+	t.Helper()
+	c, err := grpcretry.New(cfg, grpcretry.WithClock(clocktest.NewAuto()), grpcretry.WithRandom(clocktest.NewRand(0.5)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+}
+
+// clientSeq numbers the clients statsClient makes.
+var clientSeq atomic.Int64
+
 // statsClient is client with the grpcretry.Client too, for its Stats.
+// Its throttle is its own: the server name it is kept under is unique
+// (opts may set another). By default it would be srv's address, and the
+// throttles are process-wide by server name and held until the garbage
+// collector runs: a test whose server got the port of an earlier test's
+// found that test's tokens spent, and gave up "throttled" on its first
+// failure.
 func statsClient(t testing.TB, srv *grpctest.Server, cfg *serviceconfig.Config, opts ...grpcretry.Option) (testpb.TestServiceClient, *grpcretry.Client, *clocktest.Clock) {
 	t.Helper()
 	clk := clocktest.NewAuto()
-	c, err := grpcretry.New(cfg, append([]grpcretry.Option{grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.5))}, opts...)...)
+	name := grpcretry.WithServerName(fmt.Sprint(t.Name(), "-", clientSeq.Add(1)))
+	c, err := grpcretry.New(cfg, append([]grpcretry.Option{name, grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.5))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,8 +248,9 @@ func TestPushback(t *testing.T) {
 func TestThrottlingAcrossCallsAndClientConns(t *testing.T) {
 	srv := grpctest.Start(t, failFirst(1000, codes.Unavailable))
 	cfg := retryConfig(t, 5, `"UNAVAILABLE"`, `,"retryThrottling":{"maxTokens":6,"tokenRatio":0.5}`)
-	a, _ := client(t, srv, cfg)
-	b, _ := client(t, srv, cfg) // a second ClientConn to the same server name
+	// Both keep their throttle under the default server name, srv's
+	// address.
+	a, b := defaultNameClient(t, srv, cfg), defaultNameClient(t, srv, cfg) // a second ClientConn to the same server name
 	ctx := context.Background()
 	// Tokens 6, threshold 3. Call 1 on a: 6→5 retry, 5→4 retry, 4→3 stop.
 	_, err := a.UnaryCall(ctx, grpctest.Request("x"))
