@@ -191,6 +191,9 @@ func TestStandardRetriesServerFault(t *testing.T) {
 
 func TestDoDeadlineWouldPass(t *testing.T) {
 	p, clk := newPolicy(t, 5)
+	// An hour ahead of the real clock, so that the deadline is 120ms away
+	// for Do and an hour away for a busy machine (see clocktest.NewAhead).
+	clk.Advance(time.Hour)
 	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(120*time.Millisecond))
 	defer cancel()
 	// Sleeps 50ms, then the next 100ms would end at 150ms > 120ms.

@@ -87,9 +87,12 @@ func TestConcurrencyBudget(t *testing.T) {
 	for range 6 {
 		b.StartCall()
 	}
-	// 50% of 6 calls: 3 retries in flight, one of them already.
-	if !b.Allow(false) || !b.Allow(false) || b.Allow(false) {
-		t.Fatal("with 6 calls, want 3 retries in flight")
+	// 50% of 6 calls: 3 retries in flight, one of them already. Each
+	// retry allowed takes a place: two more, then none.
+	for i, want := range []bool{true, true, false} {
+		if got := b.Allow(false); got != want {
+			t.Fatalf("with 6 calls and 1 retry in flight, Allow number %d = %v, want %v: 3 retries in flight", i+1, got, want)
+		}
 	}
 	b.EndRetry()
 	if !b.Allow(false) {

@@ -46,7 +46,7 @@ func ExampleWithPerAttemptTimeout() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := grpcretry.New(cfg, grpcretry.WithPerAttemptTimeout(50*time.Millisecond))
+	c, err := grpcretry.New(cfg, grpcretry.WithPerAttemptTimeout(time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}

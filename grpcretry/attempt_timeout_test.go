@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,24 +22,58 @@ import (
 	"github.com/rebound-go/rebound/grpcretry"
 	"github.com/rebound-go/rebound/internal/clocktest"
 	"github.com/rebound-go/rebound/internal/grpctest"
+	"github.com/rebound-go/rebound/internal/stretch"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
 // attemptTimeout is short, so that hung attempts end quickly; tests
-// assert counts and codes, never how long anything took.
-const attemptTimeout = 100 * time.Millisecond
+// assert counts and codes, never how long anything took. An attempt that
+// is to answer must do so within it, which a busy machine may not: the
+// tests that need it stretch it (see package stretch), up to
+// maxAttemptTimeout, and tell that outcome (tooSlow) from any other.
+const (
+	attemptTimeout    = 100 * time.Millisecond
+	maxAttemptTimeout = 7 * time.Second
+)
+
+// tooSlow is a stretch scenario's outcome that only a slow machine
+// explains: of a call that was to end after want attempts, n were made and
+// cut of them were cut by their timers, every one past want among them,
+// or the server saw fewer attempts than the client made because some
+// were cut on the way.
+func tooSlow(what string, n, want int, cut uint64) error {
+	return fmt.Errorf("%s: %d attempts, %d cut by their timers, where %d were to be made", what, n, cut, want)
+}
+
+// allCut reports whether a call's n attempts are accounted for when only
+// their timers cut them: all but the last when the call succeeded, all of
+// them when it failed (with ErrAttemptTimeout, before it committed: a
+// timer never cuts a committed attempt, however slow the machine).
+func allCut(err error, n int, cut uint64) bool {
+	if err == nil {
+		return cut == uint64(n-1)
+	}
+	return errors.Is(err, rebound.ErrAttemptTimeout) && !errors.Is(err, rebound.ErrCommitted) && cut == uint64(n)
+}
+
+// serverDeadline is the deadline a handler saw: whether it had one, and
+// how long it had left.
+type serverDeadline struct {
+	set  bool
+	left time.Duration
+}
 
 // hangFirst makes the first n unary attempts hang until the server ends
-// them, and answers the others. deadlines receives, for each attempt, how
-// long the server had left on its deadline (-1 when it had none).
-func hangFirst(n int, deadlines chan<- time.Duration) grpctest.Handlers {
+// them, and answers the others. deadlines, if not nil, receives the
+// deadline of each attempt as the server saw it.
+func hangFirst(n int, deadlines chan<- serverDeadline) grpctest.Handlers {
 	return grpctest.Handlers{Unary: func(ctx context.Context, i int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 		if deadlines != nil {
-			left := time.Duration(-1)
+			var d serverDeadline
 			if dl, ok := ctx.Deadline(); ok {
-				left = time.Until(dl)
+				d = serverDeadline{true, time.Until(dl)}
 			}
-			deadlines <- left
+			deadlines <- d
 		}
 		if i <= n {
 			<-ctx.Done()
@@ -49,219 +84,307 @@ func hangFirst(n int, deadlines chan<- time.Duration) grpctest.Handlers {
 }
 
 func TestPerAttemptTimeoutUnaryRetries(t *testing.T) {
-	deadlines := make(chan time.Duration, 2)
-	srv := grpctest.Start(t, hangFirst(1, deadlines))
-	// DEADLINE_EXCEEDED is not retryable: the timed-out attempt is
-	// retried anyway.
-	c, err := grpcretry.New(retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(attemptTimeout))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
-	var n int
-	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n)); err != nil {
-		t.Fatal(err)
-	}
-	if n != 2 || srv.Count(grpctest.UnaryCall) != 2 {
-		t.Fatalf("%d attempts, server saw %d; want 2", n, srv.Count(grpctest.UnaryCall))
-	}
-	// The server sees the per-attempt deadline (grpc-timeout), though the
-	// call has none.
-	for i := range 2 {
-		if left := <-deadlines; left < 0 || left > attemptTimeout {
-			t.Fatalf("attempt %d: server deadline %v away, want within %v", i+1, left, attemptTimeout)
+	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
+		deadlines := make(chan serverDeadline, 3)
+		srv := grpctest.Start(t, hangFirst(1, deadlines))
+		// DEADLINE_EXCEEDED is not retryable: the timed-out attempt is
+		// retried anyway.
+		c, err := grpcretry.New(retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(d))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	st := c.Stats()[grpctest.UnaryCall]
-	if st.AttemptTimeouts != 1 || st.Retries.Attempts != 1 {
-		t.Fatalf("stats %+v, want 1 attempt timeout and 1 retry", st)
-	}
+		tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+		var n int
+		_, err = tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n))
+		st := c.Stats()[grpctest.UnaryCall]
+		if !allCut(err, n, st.AttemptTimeouts) {
+			t.Fatalf("%v after %d attempts, %d cut: every attempt but one that answered must have been cut", err, n, st.AttemptTimeouts)
+		}
+		if err != nil || n > 2 {
+			return tooSlow(fmt.Sprint(err), n, 2, st.AttemptTimeouts)
+		}
+		if n != 2 || srv.Count(grpctest.UnaryCall) != 2 {
+			t.Fatalf("%d attempts, server saw %d; want 2", n, srv.Count(grpctest.UnaryCall))
+		}
+		// The server sees the per-attempt deadline (grpc-timeout), though
+		// the call has none.
+		for i := range 2 {
+			if sd := <-deadlines; !sd.set || sd.left > d {
+				t.Fatalf("attempt %d: server deadline %+v, want one within %v", i+1, sd, d)
+			}
+		}
+		if st.Retries.Attempts != 1 {
+			t.Fatalf("stats %+v, want 1 attempt timeout and 1 retry", st)
+		}
+		return nil
+	})
 }
 
 func TestPerAttemptTimeoutUnaryEveryAttemptHangs(t *testing.T) {
-	srv := grpctest.Start(t, hangFirst(1<<30, nil))
-	tc, _ := client(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(attemptTimeout))
-	_, err := tc.UnaryCall(context.Background(), grpctest.Request("x"))
-	if status.Code(err) != codes.DeadlineExceeded {
-		t.Fatalf("err %v, want DEADLINE_EXCEEDED", err)
-	}
-	if !errors.Is(err, rebound.ErrAttemptTimeout) || !errors.Is(err, rebound.ErrAttemptsExhausted) {
-		t.Fatalf("err %v: want it to wrap ErrAttemptTimeout and ErrAttemptsExhausted", err)
-	}
-	if msg := status.Convert(err).Message(); !strings.Contains(msg, "per-attempt timeout (100ms)") {
-		t.Fatalf("status message %q does not name the per-attempt timeout", msg)
-	}
-	if got := srv.Count(grpctest.UnaryCall); got != 3 {
-		t.Fatalf("server saw %d attempts, want 3", got)
-	}
+	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
+		srv := grpctest.Start(t, hangFirst(1<<30, nil))
+		tc, _ := client(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(d))
+		var n int
+		_, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n))
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("err %v, want DEADLINE_EXCEEDED", err)
+		}
+		if !errors.Is(err, rebound.ErrAttemptTimeout) || !errors.Is(err, rebound.ErrAttemptsExhausted) || n != 3 {
+			t.Fatalf("err %v after %d attempts: want it to wrap ErrAttemptTimeout and ErrAttemptsExhausted after 3", err, n)
+		}
+		if msg := status.Convert(err).Message(); !strings.Contains(msg, fmt.Sprintf("per-attempt timeout (%v)", d)) {
+			t.Fatalf("status message %q does not name the per-attempt timeout", msg)
+		}
+		switch got := srv.Count(grpctest.UnaryCall); {
+		case got < 3:
+			return tooSlow("the server saw "+fmt.Sprint(got), 3, 3, 3)
+		case got > 3:
+			t.Fatalf("server saw %d attempts, want 3", got)
+		}
+		return nil
+	})
 }
 
 // TestPerAttemptTimeoutCallDeadlineFirst: when the call's deadline comes
 // before the per-attempt one, the call's deadline is what ends it.
 func TestPerAttemptTimeoutCallDeadlineFirst(t *testing.T) {
-	srv := grpctest.Start(t, hangFirst(1<<30, nil))
-	tc, _ := client(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(time.Hour))
-	ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
-	defer cancel()
-	_, err := tc.UnaryCall(ctx, grpctest.Request("x"))
-	if status.Code(err) != codes.DeadlineExceeded || errors.Is(err, rebound.ErrAttemptTimeout) {
-		t.Fatalf("err %v, want the call's DEADLINE_EXCEEDED, not the per-attempt timeout", err)
-	}
-	if got := srv.Count(grpctest.UnaryCall); got != 1 {
-		t.Fatalf("server saw %d attempts, want 1", got)
-	}
+	// The call's deadline must pass while the attempt is at the server.
+	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
+		srv := grpctest.Start(t, hangFirst(1<<30, nil))
+		tc, _ := client(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(time.Hour))
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		_, err := tc.UnaryCall(ctx, grpctest.Request("x"))
+		if status.Code(err) != codes.DeadlineExceeded || errors.Is(err, rebound.ErrAttemptTimeout) {
+			t.Fatalf("err %v, want the call's DEADLINE_EXCEEDED, not the per-attempt timeout", err)
+		}
+		switch got := srv.Count(grpctest.UnaryCall); {
+		case got == 0:
+			return errors.New("the attempt did not reach the server before the call's deadline")
+		case got > 1:
+			t.Fatalf("server saw %d attempts, want 1", got)
+		}
+		return nil
+	})
 }
 
 // TestPerAttemptTimeoutCountsAgainstThrottle: each timed-out attempt takes
 // a token; once the throttle is at half, the next timeout is not retried.
 func TestPerAttemptTimeoutCountsAgainstThrottle(t *testing.T) {
-	srv := grpctest.Start(t, hangFirst(1<<30, nil))
-	cfg := retryConfig(t, 2, `"UNAVAILABLE"`, `,"retryThrottling":{"maxTokens":4,"tokenRatio":0.1}`)
-	tc, _ := client(t, srv, cfg, grpcretry.WithPerAttemptTimeout(attemptTimeout), grpcretry.WithServerName(fmt.Sprintf("%s-%p", t.Name(), t)))
-	// 4 tokens: the first call's two timeouts leave 2, the threshold.
-	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("1")); !errors.Is(err, rebound.ErrAttemptsExhausted) {
-		t.Fatalf("first call: %v, want attempts exhausted", err)
-	}
-	_, err := tc.UnaryCall(context.Background(), grpctest.Request("2"))
-	if !errors.Is(err, rebound.ErrThrottled) || !errors.Is(err, rebound.ErrAttemptTimeout) || status.Code(err) != codes.DeadlineExceeded {
-		t.Fatalf("second call: %v, want DEADLINE_EXCEEDED by the per-attempt timeout, throttled", err)
-	}
-	if got := srv.Count(grpctest.UnaryCall); got != 3 {
-		t.Fatalf("server saw %d attempts, want 3", got)
-	}
+	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
+		srv := grpctest.Start(t, hangFirst(1<<30, nil))
+		cfg := retryConfig(t, 2, `"UNAVAILABLE"`, `,"retryThrottling":{"maxTokens":4,"tokenRatio":0.1}`)
+		// A throttle of its own: every client of the process with the
+		// same server name shares one.
+		tc, _ := client(t, srv, cfg, grpcretry.WithPerAttemptTimeout(d), grpcretry.WithServerName(fmt.Sprintf("%s-%p-%v", t.Name(), t, d)))
+		// 4 tokens: the first call's two timeouts leave 2, the threshold.
+		if _, err := tc.UnaryCall(context.Background(), grpctest.Request("1")); !errors.Is(err, rebound.ErrAttemptsExhausted) {
+			t.Fatalf("first call: %v, want attempts exhausted", err)
+		}
+		_, err := tc.UnaryCall(context.Background(), grpctest.Request("2"))
+		if !errors.Is(err, rebound.ErrThrottled) || !errors.Is(err, rebound.ErrAttemptTimeout) || status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("second call: %v, want DEADLINE_EXCEEDED by the per-attempt timeout, throttled", err)
+		}
+		switch got := srv.Count(grpctest.UnaryCall); {
+		case got < 3:
+			return tooSlow("the server saw "+fmt.Sprint(got), 3, 3, 3)
+		case got > 3:
+			t.Fatalf("server saw %d attempts, want 3", got)
+		}
+		return nil
+	})
 }
 
 func TestPerAttemptTimeoutServerStream(t *testing.T) {
-	deadlines := make(chan bool, 2)
-	srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(n int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
-		_, ok := s.Context().Deadline()
-		deadlines <- ok
-		if n == 1 {
-			<-s.Context().Done() // hangs without headers
-			return s.Context().Err()
-		}
-		for i := range 3 {
-			if err := s.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: []byte(fmt.Sprint(i))}}); err != nil {
-				return err
+	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
+		deadlines := make(chan bool, 3)
+		srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(n int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+			_, ok := s.Context().Deadline()
+			deadlines <- ok
+			if n == 1 {
+				<-s.Context().Done() // hangs without headers
+				return s.Context().Err()
 			}
-		}
-		return nil
-	}})
-	c, err := grpcretry.New(retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(attemptTimeout))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
-	var n int
-	st, err := tc.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{}, grpcretry.CountAttempts(&n))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for {
-		m, err := st.Recv()
-		if err == io.EOF {
-			break
-		}
+			for i := range 3 {
+				if err := s.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: []byte(fmt.Sprint(i))}}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}})
+		c, err := grpcretry.New(retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(d))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, string(m.GetPayload().GetBody()))
-	}
-	if strings.Join(got, ",") != "0,1,2" || n != 2 || srv.Count(grpctest.StreamingOutputCall) != 2 {
-		t.Fatalf("got %v after %d attempts (server saw %d), want 0,1,2 after 2", got, n, srv.Count(grpctest.StreamingOutputCall))
-	}
-	// A stream keeps the call's deadline on the wire: here, none.
-	for range 2 {
-		if <-deadlines {
-			t.Fatal("the server saw a deadline on a stream whose call has none")
+		tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+		var n int
+		st, err := tc.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{}, grpcretry.CountAttempts(&n))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if s := c.Stats()[grpctest.StreamingOutputCall]; s.AttemptTimeouts != 1 {
-		t.Fatalf("stats %+v, want 1 attempt timeout", s)
-	}
+		var got []string
+		for {
+			m, rerr := st.Recv()
+			if rerr == io.EOF {
+				break
+			}
+			if rerr != nil {
+				err = rerr
+				break
+			}
+			got = append(got, string(m.GetPayload().GetBody()))
+		}
+		cut := c.Stats()[grpctest.StreamingOutputCall].AttemptTimeouts
+		if !allCut(err, n, cut) {
+			t.Fatalf("%v after %d attempts, %d cut: every attempt but one that answered must have been cut", err, n, cut)
+		}
+		if err != nil || n > 2 {
+			return tooSlow(fmt.Sprint(err), n, 2, cut)
+		}
+		if strings.Join(got, ",") != "0,1,2" || n != 2 || srv.Count(grpctest.StreamingOutputCall) != 2 {
+			t.Fatalf("got %v after %d attempts (server saw %d), want 0,1,2 after 2", got, n, srv.Count(grpctest.StreamingOutputCall))
+		}
+		// A stream keeps the call's deadline on the wire: here, none.
+		for range 2 {
+			if <-deadlines {
+				t.Fatal("the server saw a deadline on a stream whose call has none")
+			}
+		}
+		return nil
+	})
 }
 
 func TestPerAttemptTimeoutBidi(t *testing.T) {
-	srv := grpctest.Start(t, grpctest.Handlers{Bidi: func(n int, s grpc.BidiStreamingServer[testpb.StreamingOutputCallRequest, testpb.StreamingOutputCallResponse]) error {
-		m, err := s.Recv()
+	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
+		srv := grpctest.Start(t, grpctest.Handlers{Bidi: func(n int, s grpc.BidiStreamingServer[testpb.StreamingOutputCallRequest, testpb.StreamingOutputCallResponse]) error {
+			m, err := s.Recv()
+			if err != nil {
+				return err
+			}
+			if n == 1 {
+				<-s.Context().Done() // read the request, never answers
+				return s.Context().Err()
+			}
+			return s.Send(&testpb.StreamingOutputCallResponse{Payload: m.GetPayload()})
+		}})
+		c, err := grpcretry.New(retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(d))
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		if n == 1 {
-			<-s.Context().Done() // read the request, never answers
-			return s.Context().Err()
+		tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+		var n int
+		st, err := tc.FullDuplexCall(context.Background(), grpcretry.CountAttempts(&n))
+		if err != nil {
+			t.Fatal(err)
 		}
-		return s.Send(&testpb.StreamingOutputCallResponse{Payload: m.GetPayload()})
-	}})
-	tc, _ := client(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(attemptTimeout))
-	st, err := tc.FullDuplexCall(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: []byte("ping")}}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := st.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(m.GetPayload().GetBody()) != "ping" || srv.Count(grpctest.FullDuplexCall) != 2 {
-		t.Fatalf("got %q, server saw %d attempts; want the replayed ping answered by attempt 2", m.GetPayload().GetBody(), srv.Count(grpctest.FullDuplexCall))
-	}
-	_ = st.CloseSend()
-	if _, err := st.Recv(); err != io.EOF {
-		t.Fatalf("end of stream: %v", err)
-	}
+		if err := st.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: []byte("ping")}}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := st.Recv()
+		cut := c.Stats()[grpctest.FullDuplexCall].AttemptTimeouts
+		if err != nil {
+			if !allCut(err, n, cut) {
+				t.Fatal(err)
+			}
+			return tooSlow(err.Error(), n, 2, cut)
+		}
+		if string(m.GetPayload().GetBody()) != "ping" {
+			t.Fatalf("got %q, want the replayed ping", m.GetPayload().GetBody())
+		}
+		_ = st.CloseSend()
+		if _, err := st.Recv(); err != io.EOF {
+			t.Fatalf("end of stream: %v", err)
+		}
+		if cut = c.Stats()[grpctest.FullDuplexCall].AttemptTimeouts; !allCut(nil, n, cut) {
+			t.Fatalf("%d attempts, %d cut: every attempt but the one that answered must have been cut", n, cut)
+		}
+		if n > 2 {
+			return tooSlow("answered", n, 2, cut)
+		}
+		if n != 2 || srv.Count(grpctest.FullDuplexCall) != 2 {
+			t.Fatalf("%d attempts, server saw %d; want the replayed ping answered by attempt 2", n, srv.Count(grpctest.FullDuplexCall))
+		}
+		return nil
+	})
 }
 
 // TestPerAttemptTimeoutNeverCutsCommittedStream: a stream that sends
 // headers and then goes quiet for several timeouts is not cut.
 func TestPerAttemptTimeoutNeverCutsCommittedStream(t *testing.T) {
-	srv := grpctest.Start(t, grpctest.Handlers{Bidi: func(n int, s grpc.BidiStreamingServer[testpb.StreamingOutputCallRequest, testpb.StreamingOutputCallResponse]) error {
-		if err := s.SendHeader(metadata.Pairs("x", "y")); err != nil {
-			return err
+	// The headers must come within the timeout for the stream to commit;
+	// on a busy machine they may not, and the attempt is cut before it
+	// commits, as it should be.
+	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
+		srv := grpctest.Start(t, grpctest.Handlers{Bidi: func(n int, s grpc.BidiStreamingServer[testpb.StreamingOutputCallRequest, testpb.StreamingOutputCallResponse]) error {
+			if err := s.SendHeader(metadata.Pairs("x", "y")); err != nil {
+				return err
+			}
+			select {
+			case <-time.After(5 * d): // slow, past the timeout
+			case <-s.Context().Done():
+				return s.Context().Err()
+			}
+			return s.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: []byte("late")}})
+		}})
+		c, err := grpcretry.New(retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(d))
+		if err != nil {
+			t.Fatal(err)
 		}
-		select {
-		case <-time.After(5 * attemptTimeout): // slow, past the timeout
-		case <-s.Context().Done():
-			return s.Context().Err()
+		tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+		var n int
+		st, err := tc.FullDuplexCall(context.Background(), grpcretry.CountAttempts(&n))
+		if err != nil {
+			t.Fatal(err)
 		}
-		return s.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: []byte("late")}})
-	}})
-	tc, _ := client(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(attemptTimeout))
-	st, err := tc.FullDuplexCall(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := st.Recv()
-	if err != nil {
-		t.Fatalf("committed stream cut: %v", err)
-	}
-	if string(m.GetPayload().GetBody()) != "late" || srv.Count(grpctest.FullDuplexCall) != 1 {
-		t.Fatalf("got %q after %d attempts, want late after 1", m.GetPayload().GetBody(), srv.Count(grpctest.FullDuplexCall))
-	}
-	if _, err := st.Recv(); err != io.EOF {
-		t.Fatalf("end of stream: %v", err)
-	}
+		m, err := st.Recv()
+		cut := c.Stats()[grpctest.FullDuplexCall].AttemptTimeouts
+		if err != nil {
+			if allCut(err, n, cut) {
+				return tooSlow(err.Error(), n, 1, cut) // no headers came within any timeout
+			}
+			t.Fatalf("committed stream cut: %v", err)
+		}
+		if _, err := st.Recv(); err != io.EOF {
+			t.Fatalf("end of stream: %v", err)
+		}
+		// The attempts are counted once the stream has ended.
+		cut = c.Stats()[grpctest.FullDuplexCall].AttemptTimeouts
+		if string(m.GetPayload().GetBody()) != "late" || !allCut(nil, n, cut) {
+			t.Fatalf("got %q after %d attempts, %d cut; want late, and every attempt but the last cut before it committed", m.GetPayload().GetBody(), n, cut)
+		}
+		if n > 1 {
+			return tooSlow("late", n, 1, cut)
+		}
+		if got := srv.Count(grpctest.FullDuplexCall); got != 1 {
+			t.Fatalf("server saw %d attempts, want 1", got)
+		}
+		return nil
+	})
 }
 
 func TestPerAttemptTimeoutStreamEveryAttemptHangs(t *testing.T) {
-	srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(n int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
-		<-s.Context().Done()
-		return s.Context().Err()
-	}})
-	tc, _ := client(t, srv, retryConfig(t, 2, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(attemptTimeout))
-	st, err := tc.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
-	if err == nil {
-		_, err = st.Recv()
-	}
-	if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, rebound.ErrAttemptTimeout) {
-		t.Fatalf("err %v, want DEADLINE_EXCEEDED from the per-attempt timeout", err)
-	}
-	if got := srv.Count(grpctest.StreamingOutputCall); got != 2 {
-		t.Fatalf("server saw %d attempts, want 2", got)
-	}
+	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
+		srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(n int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+			<-s.Context().Done()
+			return s.Context().Err()
+		}})
+		tc, _ := client(t, srv, retryConfig(t, 2, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(d))
+		var n int
+		st, err := tc.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{}, grpcretry.CountAttempts(&n))
+		if err == nil {
+			_, err = st.Recv()
+		}
+		if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, rebound.ErrAttemptTimeout) || n != 2 {
+			t.Fatalf("err %v after %d attempts, want DEADLINE_EXCEEDED from the per-attempt timeout after 2", err, n)
+		}
+		switch got := srv.Count(grpctest.StreamingOutputCall); {
+		case got < 2:
+			return tooSlow("the server saw "+fmt.Sprint(got), 2, 2, 2)
+		case got > 2:
+			t.Fatalf("server saw %d attempts, want 2", got)
+		}
+		return nil
+	})
 }
 
 // TestPerAttemptTimeoutStartsAfterBackoff: the timer of a retry starts
@@ -269,79 +392,100 @@ func TestPerAttemptTimeoutStreamEveryAttemptHangs(t *testing.T) {
 // three times the timeout, on the real clock, does not eat the retry's
 // time, for a unary call and a stream alike.
 func TestPerAttemptTimeoutStartsAfterBackoff(t *testing.T) {
-	h := hangFirst(1, nil)
-	h.ServerStream = func(n int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
-		if n == 1 {
-			<-s.Context().Done()
-			return s.Context().Err()
+	// A timer started at scheduling would cut the retry whatever the
+	// timeout, so a run that fails at every timeout is the bug, not a
+	// slow machine.
+	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
+		h := hangFirst(1, nil)
+		h.ServerStream = func(n int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+			if n == 1 {
+				<-s.Context().Done()
+				return s.Context().Err()
+			}
+			return s.Send(&testpb.StreamingOutputCallResponse{})
 		}
-		return s.Send(&testpb.StreamingOutputCallResponse{})
-	}
-	srv := grpctest.Start(t, h)
-	cfg, err := serviceconfig.Parse(fmt.Appendf(nil, `{"methodConfig":[{"name":[{"service":%q}],"retryPolicy":{
-		"maxAttempts":2,"initialBackoff":"0.3s","maxBackoff":"0.3s","backoffMultiplier":1,"retryableStatusCodes":["UNAVAILABLE"]}}]}`, grpctest.Service))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Jitter 0.99: the retry waits about 297ms, three timeouts.
-	c, err := grpcretry.New(cfg, grpcretry.WithPerAttemptTimeout(attemptTimeout), grpcretry.WithRandom(clocktest.NewRand(0.99)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
-	var n int
-	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n)); err != nil || n != 2 {
-		t.Fatalf("unary: %v after %d attempts, want success after 2", err, n)
-	}
-	var sn int
-	st, err := tc.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{}, grpcretry.CountAttempts(&sn))
-	if err == nil {
-		_, err = st.Recv()
-	}
-	if err != nil {
-		t.Fatalf("stream: %v, want the second attempt's message", err)
-	}
-	if _, err := st.Recv(); err != io.EOF || sn != 2 {
-		t.Fatalf("stream end: %v after %d attempts, want io.EOF after 2", err, sn)
-	}
-	for _, m := range []string{grpctest.UnaryCall, grpctest.StreamingOutputCall} {
-		if got := c.Stats()[m].AttemptTimeouts; got != 1 {
-			t.Errorf("%s: %d attempt timeouts, want 1 (the first attempt's)", m, got)
+		srv := grpctest.Start(t, h)
+		backoff := fmt.Sprintf("%gs", (3 * d).Seconds())
+		cfg, err := serviceconfig.Parse(fmt.Appendf(nil, `{"methodConfig":[{"name":[{"service":%q}],"retryPolicy":{
+			"maxAttempts":2,"initialBackoff":%q,"maxBackoff":%q,"backoffMultiplier":1,"retryableStatusCodes":["UNAVAILABLE"]}}]}`, grpctest.Service, backoff, backoff))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		// Jitter 0.99: the retry waits about three timeouts.
+		c, err := grpcretry.New(cfg, grpcretry.WithPerAttemptTimeout(d), grpcretry.WithRandom(clocktest.NewRand(0.99)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+		var n int
+		if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n)); err != nil || n != 2 {
+			if cut := c.Stats()[grpctest.UnaryCall].AttemptTimeouts; allCut(err, n, cut) {
+				return tooSlow("unary: "+fmt.Sprint(err), n, 2, cut)
+			}
+			t.Fatalf("unary: %v after %d attempts, want success after 2", err, n)
+		}
+		var sn int
+		st, err := tc.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{}, grpcretry.CountAttempts(&sn))
+		if err == nil {
+			_, err = st.Recv()
+		}
+		if err != nil {
+			if cut := c.Stats()[grpctest.StreamingOutputCall].AttemptTimeouts; allCut(err, sn, cut) {
+				return tooSlow("stream: "+err.Error(), sn, 2, cut)
+			}
+			t.Fatalf("stream: %v, want the second attempt's message", err)
+		}
+		if _, err := st.Recv(); err != io.EOF || sn != 2 {
+			t.Fatalf("stream end: %v after %d attempts, want io.EOF after 2", err, sn)
+		}
+		for _, m := range []string{grpctest.UnaryCall, grpctest.StreamingOutputCall} {
+			if got := c.Stats()[m].AttemptTimeouts; got != 1 {
+				t.Errorf("%s: %d attempt timeouts, want 1 (the first attempt's)", m, got)
+			}
+		}
+		return nil
+	})
 }
 
 // TestPerAttemptTimeoutObserved: cut attempts count in the metric
 // counter and the decision log, as in Stats.
 func TestPerAttemptTimeoutObserved(t *testing.T) {
-	srv := grpctest.Start(t, hangFirst(2, nil))
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer mp.Shutdown(context.Background())
-	var logs syncBuffer
-	tc, _ := client(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(attemptTimeout),
-		grpcretry.WithMeterProvider(mp), grpcretry.WithLogger(debugLogger(&logs)))
-	if _, err := tc.UnaryCall(context.Background(), grpctest.Request("x")); err != nil {
-		t.Fatal(err)
-	}
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	var cut int64 = -1
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "rebound.client.call.attempt_timeouts" && len(s.DataPoints) == 1 {
-				cut = s.DataPoints[0].Value
+	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
+		srv := grpctest.Start(t, hangFirst(2, nil))
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		defer mp.Shutdown(context.Background())
+		var logs syncBuffer
+		tc, _ := client(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(d),
+			grpcretry.WithMeterProvider(mp), grpcretry.WithLogger(debugLogger(&logs)))
+		var n int
+		_, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n))
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		var cut int64 = -1
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "rebound.client.call.attempt_timeouts" && len(s.DataPoints) == 1 {
+					cut = s.DataPoints[0].Value
+				}
 			}
 		}
-	}
-	if cut != 2 {
-		t.Fatalf("rebound.client.call.attempt_timeouts = %d, want 2", cut)
-	}
-	if n := strings.Count(logs.String(), "rebound: per-attempt timeout, retry scheduled"); n != 2 {
-		t.Fatalf("%d records of a cut attempt retried, want 2:\n%s", n, logs.String())
-	}
+		if err != nil {
+			if cut >= 0 && allCut(err, n, uint64(cut)) {
+				return tooSlow(err.Error(), n, 3, uint64(cut)) // the third attempt, which answers, was cut too
+			}
+			t.Fatal(err)
+		}
+		if cut != 2 {
+			t.Fatalf("rebound.client.call.attempt_timeouts = %d, want 2", cut)
+		}
+		if n := strings.Count(logs.String(), "rebound: per-attempt timeout, retry scheduled"); n != 2 {
+			t.Fatalf("%d records of a cut attempt retried, want 2:\n%s", n, logs.String())
+		}
+		return nil
+	})
 }
 
 func TestWithPerAttemptTimeoutInvalid(t *testing.T) {
@@ -357,27 +501,47 @@ func TestWithPerAttemptTimeoutInvalid(t *testing.T) {
 // perAttemptRecvTimeout works as the option does, and with both the
 // smaller applies. retryableStatusCodes may then be empty.
 func TestPerAttemptRecvTimeoutConfig(t *testing.T) {
-	for _, tc := range []struct {
-		name, config string
-		opts         []grpcretry.Option
-	}{
-		{"config", "0.1s", nil},
-		{"option smaller", "3600s", []grpcretry.Option{grpcretry.WithPerAttemptTimeout(attemptTimeout)}},
-		{"config smaller", "0.1s", []grpcretry.Option{grpcretry.WithPerAttemptTimeout(time.Hour)}},
+	// d stands for the timeout the test gives the attempts.
+	for _, tc := range []struct{ name, config, option string }{
+		{"config", "d", ""},
+		{"option smaller", "3600s", "d"},
+		{"config smaller", "d", "1h"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := grpctest.Start(t, hangFirst(1, nil))
-			cfg, err := serviceconfig.Parse(fmt.Appendf(nil, `{"methodConfig":[{"name":[{"service":%q}],"retryPolicy":{
-				"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,
-				"retryableStatusCodes":[],"perAttemptRecvTimeout":%q}}]}`, grpctest.Service, tc.config))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tcl, _ := client(t, srv, cfg, tc.opts...)
-			var n int
-			if _, err := tcl.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n)); err != nil || n != 2 {
-				t.Fatalf("err %v after %d attempts, want success after 2", err, n)
-			}
+			stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
+				config := tc.config
+				if config == "d" {
+					config = fmt.Sprintf("%gs", d.Seconds())
+				}
+				var opts []grpcretry.Option
+				switch tc.option {
+				case "d":
+					opts = append(opts, grpcretry.WithPerAttemptTimeout(d))
+				case "1h":
+					opts = append(opts, grpcretry.WithPerAttemptTimeout(time.Hour))
+				}
+				srv := grpctest.Start(t, hangFirst(1, nil))
+				cfg, err := serviceconfig.Parse(fmt.Appendf(nil, `{"methodConfig":[{"name":[{"service":%q}],"retryPolicy":{
+					"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,
+					"retryableStatusCodes":[],"perAttemptRecvTimeout":%q}}]}`, grpctest.Service, config))
+				if err != nil {
+					t.Fatal(err)
+				}
+				c, err := grpcretry.New(cfg, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tcl := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+				var n int
+				_, err = tcl.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n))
+				if cut := c.Stats()[grpctest.UnaryCall].AttemptTimeouts; (err != nil || n > 2) && allCut(err, n, cut) {
+					return tooSlow(fmt.Sprint(err), n, 2, cut)
+				}
+				if err != nil || n != 2 {
+					t.Fatalf("err %v after %d attempts, want success after 2", err, n)
+				}
+				return nil
+			})
 		})
 	}
 }
@@ -424,6 +588,82 @@ func TestPerAttemptTimeoutHeadersAtTheInstant(t *testing.T) {
 			t.Fatalf("call %d: end of stream: %v", i, err)
 		}
 		cancel()
+	}
+}
+
+// lateHeaders is the first attempt's stream of
+// TestPerAttemptTimeoutMessageAsTimerFires: its headers reach rebound only
+// after its timer has fired and the application has read from it twice,
+// and its message reaches the application only after the timer has fired,
+// so that the message is read while the cut attempt is not yet judged, as
+// on a busy machine it may be.
+type lateHeaders struct {
+	grpc.ClientStream
+	ctx    context.Context
+	reads  atomic.Int32
+	second chan struct{} // closed on the second read
+}
+
+func (s *lateHeaders) Header() (metadata.MD, error) {
+	<-s.ctx.Done()
+	<-s.second
+	return s.ClientStream.Header()
+}
+
+func (s *lateHeaders) RecvMsg(m any) error {
+	<-s.ctx.Done() // grpc-go gives what it has buffered before the cut
+	if s.reads.Add(1) == 2 {
+		close(s.second)
+	}
+	return s.ClientStream.RecvMsg(m)
+}
+
+// TestPerAttemptTimeoutMessageAsTimerFires: a message that the
+// application reads from an attempt whose timer has fired, before the cut
+// attempt is judged, does not commit the call to it: the message is
+// dropped, unseen, and the retry's is read, never the cut attempt's
+// DEADLINE_EXCEEDED after it.
+func TestPerAttemptTimeoutMessageAsTimerFires(t *testing.T) {
+	srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(n int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+		if err := s.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: []byte(fmt.Sprint(n))}}); err != nil {
+			return err
+		}
+		if n == 1 {
+			<-s.Context().Done() // a long stream, until the client cuts it
+			return s.Context().Err()
+		}
+		return nil
+	}})
+	var attempts atomic.Int32
+	late := grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil || attempts.Add(1) > 1 {
+			return cs, err
+		}
+		return &lateHeaders{ClientStream: cs, ctx: ctx, second: make(chan struct{})}, nil
+	})
+	c, err := grpcretry.New(retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(attemptTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := testpb.NewTestServiceClient(srv.Dial(t, append(c.DialOptions(), late)...))
+	var n int
+	st, err := tc.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{}, grpcretry.CountAttempts(&n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.Recv()
+	if err != nil {
+		t.Fatalf("first message: %v, want the retry's", err)
+	}
+	if _, err := st.Recv(); err != io.EOF {
+		t.Fatalf("end of stream after message %q: %v, want io.EOF", m.GetPayload().GetBody(), err)
+	}
+	if got := string(m.GetPayload().GetBody()); got != "2" || n != 2 {
+		t.Fatalf("message %q after %d attempts, want the second attempt's after 2", got, n)
+	}
+	if cut := c.Stats()[grpctest.StreamingOutputCall].AttemptTimeouts; cut != 1 {
+		t.Fatalf("%d attempts cut, want 1", cut)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,9 +30,22 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // retryConfig is a service config with a retry policy on the test service.
 func retryConfig(t testing.TB, maxAttempts int, codes string, extra string) *serviceconfig.Config {
 	t.Helper()
+	return backoffConfig(t, maxAttempts, "0.1s", codes, extra)
+}
+
+// backoffConfig is retryConfig with an initial backoff of its own (and a
+// maxBackoff ten times that). A test of a backoff that would pass the
+// call's deadline uses minutes of both, so that the deadline is far
+// longer than any attempt takes on a busy machine.
+func backoffConfig(t testing.TB, maxAttempts int, backoff, codes string, extra string) *serviceconfig.Config {
+	t.Helper()
+	d, err := time.ParseDuration(backoff)
+	if err != nil {
+		t.Fatal(err)
+	}
 	js := fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],"retryPolicy":{
-		"maxAttempts":%d,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,
-		"retryableStatusCodes":[%s]}}]%s}`, grpctest.Service, maxAttempts, codes, extra)
+		"maxAttempts":%d,"initialBackoff":%q,"maxBackoff":"%gs","backoffMultiplier":2,
+		"retryableStatusCodes":[%s]}}]%s}`, grpctest.Service, maxAttempts, backoff, 10*d.Seconds(), codes, extra)
 	cfg, err := serviceconfig.Parse([]byte(js))
 	if err != nil {
 		t.Fatal(err)
@@ -52,12 +66,40 @@ func failFirst(n int, code codes.Code) grpctest.Handlers {
 // client dials srv through rebound with a fake clock that records sleeps.
 func client(t testing.TB, srv *grpctest.Server, cfg *serviceconfig.Config, opts ...grpcretry.Option) (testpb.TestServiceClient, *clocktest.Clock) {
 	t.Helper()
-	clk := clocktest.NewAuto()
-	c, err := grpcretry.New(cfg, append([]grpcretry.Option{grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.5))}, opts...)...)
+	tc, _, clk := statsClient(t, srv, cfg, opts...)
+	return tc, clk
+}
+
+// defaultNameClient is client with the default server name, srv's
+// address, that every client of srv with cfg shares a throttle under.
+func defaultNameClient(t testing.TB, srv *grpctest.Server, cfg *serviceconfig.Config) testpb.TestServiceClient {
+	t.Helper()
+	c, err := grpcretry.New(cfg, grpcretry.WithClock(clocktest.NewAuto()), grpcretry.WithRandom(clocktest.NewRand(0.5)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...)), clk
+	return testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+}
+
+// clientSeq numbers the clients statsClient makes.
+var clientSeq atomic.Int64
+
+// statsClient is client with the grpcretry.Client too, for its Stats.
+// Its throttle is its own: the server name it is kept under is unique
+// (opts may set another). By default it would be srv's address, and the
+// throttles are process-wide by server name and held until the garbage
+// collector runs: a test whose server got the port of an earlier test's
+// found that test's tokens spent, and gave up "throttled" on its first
+// failure.
+func statsClient(t testing.TB, srv *grpctest.Server, cfg *serviceconfig.Config, opts ...grpcretry.Option) (testpb.TestServiceClient, *grpcretry.Client, *clocktest.Clock) {
+	t.Helper()
+	clk := clocktest.NewAuto()
+	name := grpcretry.WithServerName(fmt.Sprint(t.Name(), "-", clientSeq.Add(1)))
+	c, err := grpcretry.New(cfg, append([]grpcretry.Option{name, grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.5))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...)), c, clk
 }
 
 func previous(attempts []grpctest.Attempt) []int {
@@ -206,8 +248,9 @@ func TestPushback(t *testing.T) {
 func TestThrottlingAcrossCallsAndClientConns(t *testing.T) {
 	srv := grpctest.Start(t, failFirst(1000, codes.Unavailable))
 	cfg := retryConfig(t, 5, `"UNAVAILABLE"`, `,"retryThrottling":{"maxTokens":6,"tokenRatio":0.5}`)
-	a, _ := client(t, srv, cfg)
-	b, _ := client(t, srv, cfg) // a second ClientConn to the same server name
+	// Both keep their throttle under the default server name, srv's
+	// address.
+	a, b := defaultNameClient(t, srv, cfg), defaultNameClient(t, srv, cfg) // a second ClientConn to the same server name
 	ctx := context.Background()
 	// Tokens 6, threshold 3. Call 1 on a: 6→5 retry, 5→4 retry, 4→3 stop.
 	_, err := a.UnaryCall(ctx, grpctest.Request("x"))
@@ -276,17 +319,18 @@ func TestNonRetryableFailuresDoNotThrottle(t *testing.T) {
 
 func TestDeadlineCoversAllAttempts(t *testing.T) {
 	srv := grpctest.Start(t, failFirst(1000, codes.Unavailable))
-	cfg := retryConfig(t, 5, `"UNAVAILABLE"`, "")
-	// The backoff would be 90ms; the deadline is 60ms away on the clock
-	// (which stands still), so no wait may start: the call gives up at
-	// once rather than sleep past its deadline.
+	cfg := backoffConfig(t, 5, "600s", `"UNAVAILABLE"`, "")
+	// The backoff would be 9 minutes; the deadline is 1 minute away on
+	// the clock (which stands still), so no wait may start: the call gives
+	// up at once rather than sleep past its deadline. The first attempt
+	// has that minute to fail.
 	clk := clocktest.New()
 	c, err := grpcretry.New(cfg, grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.9)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
-	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(60*time.Millisecond))
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(time.Minute))
 	defer cancel()
 	_, err = tc.UnaryCall(ctx, grpctest.Request("x"))
 	if !errors.Is(err, rebound.ErrDeadline) || status.Code(err) != codes.Unavailable {

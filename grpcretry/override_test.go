@@ -18,6 +18,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/grpcretry"
 	"github.com/rebound-go/rebound/internal/grpctest"
+	"github.com/rebound-go/rebound/internal/stretch"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -183,11 +184,17 @@ func TestOverrideInvalid(t *testing.T) {
 }
 
 func TestOverridePerAttemptTimeout(t *testing.T) {
-	srv := grpctest.Start(t, hangFirst(1, nil))
-	tc, _ := client(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""))
-	var n int
-	_, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.Override(rebound.Override{PerAttemptTimeout: attemptTimeout}), grpcretry.CountAttempts(&n))
-	if err != nil || n != 2 {
-		t.Fatalf("err %v after %d attempts, want success after 2", err, n)
-	}
+	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
+		srv := grpctest.Start(t, hangFirst(1, nil))
+		tc, c, _ := statsClient(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""))
+		var n int
+		_, err := tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.Override(rebound.Override{PerAttemptTimeout: d}), grpcretry.CountAttempts(&n))
+		if cut := c.Stats()[grpctest.UnaryCall].AttemptTimeouts; (err != nil || n > 2) && allCut(err, n, cut) {
+			return tooSlow(fmt.Sprint(err), n, 2, cut)
+		}
+		if err != nil || n != 2 {
+			t.Fatalf("err %v after %d attempts, want success after 2", err, n)
+		}
+		return nil
+	})
 }

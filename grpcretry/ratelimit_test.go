@@ -65,9 +65,11 @@ func scriptedServer(t *testing.T) (*grpctest.Server, *atomic.Pointer[answer]) {
 }
 
 // limitedClient dials srv through rebound with a manual clock and an
-// adaptive rate limit of its own server name.
+// adaptive rate limit of its own server name. The clock is an hour ahead,
+// so that a deadline set from it near a turn leaves the network time on a
+// busy machine.
 func limitedClient(t *testing.T, srv *grpctest.Server, cfg *serviceconfig.Config, opts ...grpcretry.Option) (testpb.TestServiceClient, *clocktest.Clock) {
-	clk := clocktest.New()
+	clk := clocktest.NewAhead()
 	c, err := grpcretry.New(cfg, append([]grpcretry.Option{grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.5)),
 		grpcretry.WithServerName(fmt.Sprint("ratelimit-", t.Name(), time.Now().UnixNano())),
 		grpcretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})}, opts...)...)

@@ -574,14 +574,17 @@ func (s *clientStream) reader() *attempt {
 // received commits the call to a, which has delivered a message, and
 // reports whether the call is a's.
 func (s *clientStream) received(a *attempt) bool {
-	// A message commits the attempt: it is never cut after. Unless its
-	// end was judged first, the call not committed: its timer fired as
-	// its headers came (see gotHeaders), and it is being retried; the
-	// message is dropped, unseen, for the retry's.
-	a.timer.Stop()
+	// A message commits the attempt: it is never cut after. Unless the
+	// call had not committed and a's timer fired first, as its headers or
+	// this message came (grpc-go hands over what it had buffered before a
+	// cut): a's context is cut, and a is judged timed out and retried,
+	// now or once its end has been judged. The message is dropped, unseen,
+	// for the retry's, as gotHeaders drops headers that came at that
+	// instant.
+	inTime := a.timer.Stop()
 	var mine bool
 	s.locked(func() {
-		if !s.done && (!a.broken || s.committed) {
+		if !s.done && (s.committed || inTime && !a.broken) {
 			if !s.committed {
 				// The message came after its headers, which commit the
 				// call: whichever of them the call heard of first.

@@ -558,13 +558,14 @@ func TestStreamBackoffPastDeadline(t *testing.T) {
 		return status.Error(codes.Unavailable, "down")
 	}})
 	clk := clocktest.NewAuto()
-	c, err := grpcretry.New(retryConfig(t, 5, `"UNAVAILABLE"`, ""), grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.9)))
+	c, err := grpcretry.New(backoffConfig(t, 5, "600s", `"UNAVAILABLE"`, ""), grpcretry.WithClock(clk), grpcretry.WithRandom(clocktest.NewRand(0.9)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
-	// The backoff would be 90ms; the deadline is closer.
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Millisecond)
+	// The backoff would be 9 minutes; the deadline is closer, and far
+	// enough for the first attempt to fail first on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, err := tc.StreamingOutputCall(ctx, outMsg("req"))
 	if err != nil {

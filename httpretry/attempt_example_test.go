@@ -30,7 +30,7 @@ func ExampleWithPerAttemptTimeout() {
 	defer srv.Close()
 
 	client := &http.Client{Transport: httpretry.NewTransport(nil,
-		httpretry.WithPerAttemptTimeout(50*time.Millisecond),
+		httpretry.WithPerAttemptTimeout(time.Second),
 		httpretry.WithBackoff(rebound.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2}),
 	)}
 	defer client.CloseIdleConnections()

@@ -3,14 +3,17 @@ package httpretry_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/httpretry"
+	"github.com/rebound-go/rebound/internal/stretch"
 )
 
 // logBuffer is a log destination safe for concurrent writes.
@@ -75,16 +78,27 @@ func TestOverride(t *testing.T) {
 }
 
 func TestOverridePerAttemptTimeout(t *testing.T) {
-	srv := newServer(t, hangFirst(1))
-	client, _ := newClient(t)
-	req, _ := http.NewRequestWithContext(httpretry.Override(context.Background(), rebound.Override{PerAttemptTimeout: attemptTimeout}), http.MethodGet, srv.URL, nil)
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := readAll(t, resp); got != "attempt 2" || srv.attempts() != 2 {
-		t.Fatalf("got %q after %d attempts, want attempt 2", got, srv.attempts())
-	}
+	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
+		srv := newServer(t, hangFirst(1))
+		client, _ := newClient(t)
+		req, _ := http.NewRequestWithContext(httpretry.Override(context.Background(), rebound.Override{PerAttemptTimeout: d}), http.MethodGet, srv.URL, nil)
+		resp, err := client.Do(req)
+		var got string
+		if err == nil {
+			got = readAll(t, resp) // before any return: no connection is left behind
+		}
+		n, cut := attempts(client, http.MethodGet, srv)
+		if !allCut(err, n, cut) {
+			t.Fatalf("%v after %d attempts, %d cut: every attempt but one that answered must have been cut", err, n, cut)
+		}
+		if err != nil || n > 2 {
+			return tooSlow(fmt.Sprint(err), n, 2, cut)
+		}
+		if got != "attempt 2" || srv.attempts() != 2 {
+			t.Fatalf("got %q after %d attempts, want attempt 2", got, srv.attempts())
+		}
+		return nil
+	})
 }
 
 func TestOverrideInvalid(t *testing.T) {

@@ -74,7 +74,7 @@ func rlGet(ctx context.Context, c *http.Client, url string) (int, error) {
 // cancelled wait gives its token back.
 func TestAdaptiveRateLimit(t *testing.T) {
 	srv := newScripted(t)
-	clk := clocktest.New()
+	clk := clocktest.NewAhead() // deadlines from it leave the network an hour
 	client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport,
 		httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))}
 	ctx := context.Background()
@@ -191,7 +191,7 @@ func TestAdaptiveRateLimitThrottles(t *testing.T) {
 		t.Run(fmt.Sprint(c.status, "/", c.retryAfter), func(t *testing.T) {
 			srv := newScripted(t)
 			srv.answer(c.status, c.retryAfter)
-			clk := clocktest.New()
+			clk := clocktest.NewAhead() // deadlines from it leave the network an hour
 			client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport,
 				httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}))}
 			if code, err := rlGet(context.Background(), client, srv.URL); err != nil || code != c.status {
@@ -234,7 +234,7 @@ func TestAdaptiveRateLimitClassifier(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			srv := newScripted(t)
 			srv.answer(c.status, c.retryAfter)
-			clk := clocktest.New()
+			clk := clocktest.NewAhead() // deadlines from it leave the network an hour
 			var judged atomic.Int32
 			client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport,
 				httpretry.WithClock(clk), httpretry.WithMaxAttempts(1), httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{}),

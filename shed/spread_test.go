@@ -1,6 +1,7 @@
 package shed_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -17,75 +18,123 @@ import (
 // The Shedder rounds its delay to whole seconds at random, and httpretry
 // waits up to half a second beyond a Retry-After: their retries reach
 // the server spread over many 10ms steps.
+//
+// A retry may come back within milliseconds (a Retry-After of 0), before
+// a busy machine has shed the last of the 40 first attempts: it is shed
+// again, and comes back later still. So each client may make a few
+// attempts, and the test holds each to one request served, after it was
+// shed, and the served requests to their spread.
 func TestHTTPRetriesSpread(t *testing.T) {
 	c := shed.DefaultConfig()
 	c.InitialLimit, c.MinLimit, c.MaxLimit = 1, 1, 1
 	c.RetryShare = 0.99
+	// The requests served before the sheds count, however long the
+	// machine takes to shed them all.
+	c.Window = time.Minute
 	s, _ := shed.New(c)
+	const n = 40
 	var (
 		mu       sync.Mutex
 		arrivals []time.Time
+		served   = map[string]int{} // by client
+		shed     = map[string]bool{}
 		hold     = make(chan struct{})
 		held     = make(chan struct{})
 	)
-	srv := httptest.NewServer(s.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	inner := s.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {
 			close(held)
 			<-hold
 			return
 		}
 		mu.Lock()
-		arrivals = append(arrivals, time.Now())
-		mu.Unlock()
-	})))
+		defer mu.Unlock()
+		if client := r.Header.Get("Client"); client != "" {
+			arrivals = append(arrivals, time.Now())
+			served[client]++
+		}
+	}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		inner.ServeHTTP(rec, r)
+		if client := r.Header.Get("Client"); client != "" && rec.code == http.StatusServiceUnavailable {
+			mu.Lock()
+			shed[client] = true
+			mu.Unlock()
+		}
+	}))
 	defer srv.Close()
 	var release sync.Once
 	defer release.Do(func() { close(hold) }) // before srv.Close, which waits for it
-	// 50 requests served: the Shedder may invite up to 49 retries.
-	for range 50 {
+	// 100 requests served: the Shedder may invite up to 99 retries, room
+	// for every client to be shed twice.
+	for range 100 {
 		resp, err := srv.Client().Get(srv.URL + "/warm")
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 	}
-	mu.Lock()
-	arrivals = nil
-	mu.Unlock()
 	go func() {
 		if resp, err := srv.Client().Get(srv.URL + "/hold"); err == nil {
 			resp.Body.Close()
 		}
 	}()
 	<-held
-	const n = 40
 	var wg sync.WaitGroup
 	start := make(chan struct{})
-	for range n {
-		client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport, httpretry.WithMaxAttempts(2))}
+	for i := range n {
+		client := &http.Client{Transport: httpretry.NewTransport(srv.Client().Transport, httpretry.WithMaxAttempts(5))}
 		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+			req.Header.Set("Client", fmt.Sprint(i))
 			<-start
-			resp, err := client.Get(srv.URL)
+			resp, err := client.Do(req)
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
-				t.Errorf("status %d, want the retry served", resp.StatusCode)
+				t.Errorf("client %d: status %d, want a retry served", i, resp.StatusCode)
 			}
 		})
 	}
 	close(start)
-	waitFor(t, "every client to be shed", func() bool { return s.Stats().ShedRetry == n })
+	waitFor(t, "every client to be shed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(shed) == n
+	})
 	release.Do(func() { close(hold) })
 	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		if k := served[fmt.Sprint(i)]; k != 1 {
+			t.Errorf("client %d served %d times, want once", i, k)
+		}
+	}
+	if len(arrivals) != n {
+		t.Fatalf("%d requests served, want %d", len(arrivals), n)
+	}
 	steps := map[int64]bool{}
 	for _, a := range arrivals {
 		steps[a.UnixMilli()/10] = true
 	}
-	t.Logf("%d retries over %d steps of 10ms, from first to last %v", len(arrivals), len(steps), arrivals[len(arrivals)-1].Sub(arrivals[0]))
-	if len(arrivals) != n || len(steps) < 10 {
-		t.Fatalf("%d retries arrived in %d steps of 10ms; want %d over at least 10", len(arrivals), len(steps), n)
+	t.Logf("%d retries over %d steps of 10ms, from first to last %v; %d sheds", len(arrivals), len(steps), arrivals[len(arrivals)-1].Sub(arrivals[0]), s.Stats().ShedRetry)
+	if len(steps) < 10 {
+		t.Fatalf("%d retries arrived in %d steps of 10ms; want them over at least 10", len(arrivals), len(steps))
 	}
+}
+
+// statusRecorder records the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
 }

@@ -41,7 +41,7 @@ func ExampleWithPerAttemptTimeout() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	interceptor, err := connectretry.New(cfg, connectretry.WithPerAttemptTimeout(50*time.Millisecond))
+	interceptor, err := connectretry.New(cfg, connectretry.WithPerAttemptTimeout(time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}

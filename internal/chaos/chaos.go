@@ -1,8 +1,8 @@
 // Package chaos runs a fault-injecting grpc-go server on 127.0.0.1 for the
 // demo and the soak test: grpc-go's grpc.testing.TestService whose unary
 // calls fail, stall or push back at configurable rates, with outages in
-// which every call fails, and which can be stopped and restarted on the
-// same port. It counts the attempts it sees per time slice.
+// which every call fails, and which can go down and come back on the same
+// port. It counts the attempts it sees per time slice.
 package chaos
 
 import (
@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,6 +79,7 @@ type Server struct {
 	faults Faults
 	start  time.Time
 	slice  time.Duration
+	port   *Port
 
 	mu    sync.Mutex
 	rng   *rand.Rand
@@ -88,6 +88,7 @@ type Server struct {
 	loads []int64 // attempts per slice
 
 	attempts atomic.Int64
+	down     atomic.Bool // SetOutage(true)
 }
 
 // Start starts a server with f; seed makes its fault draws repeatable. slice
@@ -99,19 +100,22 @@ func Start(f Faults, seed uint64, slice time.Duration) (*Server, error) {
 	if slice <= 0 {
 		slice = 100 * time.Millisecond
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := ListenPort()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Addr: lis.Addr().String(), faults: f, start: time.Now(), slice: slice, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
-	s.serve(lis)
+	s := &Server{Addr: port.Addr(), faults: f, start: time.Now(), slice: slice, port: port, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	s.serve()
 	return s, nil
 }
 
-func (s *Server) serve(lis net.Listener) {
+// serve starts a grpc-go server on the port; called with mu held, or
+// before s is shared.
+func (s *Server) serve() {
 	srv := grpc.NewServer()
 	testpb.RegisterTestServiceServer(srv, s)
 	done := make(chan struct{})
+	lis := s.port.Listener()
 	go func() {
 		defer close(done)
 		_ = srv.Serve(lis)
@@ -119,9 +123,10 @@ func (s *Server) serve(lis net.Listener) {
 	s.srv, s.done = srv, done
 }
 
-// Stop stops the server at once, failing calls in flight. Stopping a
-// stopped server does nothing.
-func (s *Server) Stop() {
+// Down takes the server down at once, failing calls in flight; it keeps
+// its address, where connections are refused (reset) until Restart.
+// Taking a server down that is not up does nothing.
+func (s *Server) Down() {
 	s.mu.Lock()
 	srv, done := s.srv, s.done
 	s.srv, s.done = nil, nil
@@ -132,28 +137,40 @@ func (s *Server) Stop() {
 	}
 }
 
-// Restart starts a stopped server again on the same address.
+// Restart brings a server that is down up again on the same address.
 func (s *Server) Restart() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.srv != nil {
+	switch {
+	case s.port == nil:
+		return errors.New("chaos: server is stopped")
+	case s.srv != nil:
 		return errors.New("chaos: server is running")
 	}
-	var lis net.Listener
-	var err error
-	// The port was just released; the kernel may need a moment.
-	for i := 0; i < 50; i++ {
-		if lis, err = net.Listen("tcp", s.Addr); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil {
-		return err
-	}
-	s.serve(lis)
+	s.serve()
 	return nil
 }
+
+// Stop stops the server at once, failing calls in flight, and gives up its
+// address. Stopping a stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	srv, done, port := s.srv, s.done, s.port
+	s.srv, s.done, s.port = nil, nil, nil
+	s.mu.Unlock()
+	if srv != nil {
+		srv.Stop()
+		<-done
+	}
+	if port != nil {
+		_ = port.Close()
+	}
+}
+
+// SetOutage starts an outage, in which every call fails with UNAVAILABLE
+// at once, as in one of Faults.Outages, or ends it: for a test whose
+// outage lasts until enough calls have met it, however long they take.
+func (s *Server) SetOutage(on bool) { s.down.Store(on) }
 
 // Attempts returns the number of unary attempts the server has seen.
 func (s *Server) Attempts() int64 { return s.attempts.Load() }
@@ -187,6 +204,9 @@ func (s *Server) decide() verdict {
 	}
 	s.loads[i]++
 	f := s.faults
+	if s.down.Load() {
+		return verdict{code: codes.Unavailable}
+	}
 	for _, w := range f.Outages {
 		if now >= w.Start && now < w.End {
 			return verdict{code: codes.Unavailable}

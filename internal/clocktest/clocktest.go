@@ -25,6 +25,18 @@ type Clock struct {
 // deadlines, which run on real time, can be set from its Now.
 func New() *Clock { return &Clock{now: time.Now(), changed: make(chan struct{})} }
 
+// NewAhead returns a manual clock that starts an hour ahead of the real
+// time. A deadline set x after its Now is x away for the code under test,
+// which reads the clock, and an hour and x away for the network and the
+// scheduler, which run on real time: what the code does with a deadline
+// close on its clock then does not depend on how busy the machine is. A
+// context deadline set from the real clock is an hour past on this one.
+func NewAhead() *Clock {
+	c := New()
+	c.now = c.now.Add(time.Hour)
+	return c
+}
+
 // NewAuto returns a clock whose timers fire at once, moving the clock by
 // their duration: a sequential retry loop runs without sleeping, and
 // Sleeps records the delays it asked for.

@@ -60,7 +60,13 @@ func TestStartStop(t *testing.T) {
 func TestStopSettlesTheRace(t *testing.T) {
 	a, timer, cancel := Start(context.Background(), time.Hour)
 	defer cancel()
-	if !timer.Stop() || !timer.Stop() {
+	// The first Stop, as headers that commit the attempt make it, wins
+	// the race against the timer; the second, as the attempt's cancel
+	// func makes it when the attempt ends, must give the same answer.
+	if !timer.Stop() {
+		t.Fatal("Stop before the timer fired reports it fired")
+	}
+	if !timer.Stop() {
 		t.Fatal("a timer stopped before it fired reports it fired on a second Stop")
 	}
 	if a.Err() != nil {
@@ -70,8 +76,14 @@ func TestStopSettlesTheRace(t *testing.T) {
 	b, timer, bcancel := Start(context.Background(), time.Nanosecond)
 	defer bcancel()
 	<-b.Done()
-	if timer.Stop() || timer.Stop() {
+	// The timer won: the first Stop (headers at that instant) finds it
+	// fired, and the second (the cancel func) must not turn that into a
+	// stop in time.
+	if timer.Stop() {
 		t.Fatal("Stop after the timer fired reports it stopped in time")
+	}
+	if timer.Stop() {
+		t.Fatal("a second Stop after the timer fired reports it stopped in time")
 	}
 	if context.Cause(b) != rebound.ErrAttemptTimeout {
 		t.Fatalf("cause %v, want ErrAttemptTimeout", context.Cause(b))

@@ -42,9 +42,10 @@ func TestLimiterSharedAndReleased(t *testing.T) {
 	runtime.KeepAlive(a)
 }
 
-// limiting returns a gate whose limiter limits at 10/s.
+// limiting returns a gate whose limiter limits at 10/s, on a clock an
+// hour ahead of the real one (see clocktest.NewAhead).
 func limiting(t *testing.T) (*Gate, *clocktest.Clock) {
-	clk := clocktest.New()
+	clk := clocktest.NewAhead()
 	l, err := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +196,7 @@ func TestVerdict(t *testing.T) {
 // quarter-second after the first attempt; a deadline sooner than that
 // does not fail it at once; a cancelled wait leaves no timer.
 func TestWaitSlowStart(t *testing.T) {
-	clk := clocktest.New()
+	clk := clocktest.NewAhead()
 	l, err := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +213,7 @@ func TestWaitSlowStart(t *testing.T) {
 	if clk.Pending() != 0 {
 		t.Fatal("one of the first four attempts waits")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(100*time.Millisecond))
 	defer cancel()
 	done := make(chan error)
 	go func() { _, err := g.Wait(ctx); done <- err }()

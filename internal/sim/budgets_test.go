@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -17,17 +16,12 @@ import (
 // retry in flight, waiting out its backoff (about 0.75s), against 20 new
 // requests a second.
 func TestMeshBudgetsHoldTheirRatios(t *testing.T) {
+	t.Parallel()
 	c := DefaultConfig
 	c.Ratio = rebound.RatioBudgetConfig{Ratio: 0.1, TTL: 10 * time.Second}
 	c.Concurrency = rebound.ConcurrencyBudgetConfig{Percent: 10, MinConcurrency: 1}
-	rep, err := Run(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ratio, conc, naive := rep.Results[Ratio], rep.Results[Concurrency], rep.Results[Naive]
-	if ratio.Policy != Ratio || conc.Policy != Concurrency {
-		t.Fatalf("results out of order: %v, %v", ratio.Policy, conc.Policy)
-	}
+	res := runPolicies(t, c, Ratio, Concurrency, Naive)
+	ratio, conc, naive := res[0], res[1], res[2]
 	for _, r := range []Result{ratio, conc} {
 		if !(r.Amplification > 1 && r.Amplification <= 1.2) || !(r.OutageAmplification > 1 && r.OutageAmplification <= 1.2) {
 			t.Errorf("%v: amplification %.3f, in the outage %.3f; want each in (1, 1.2]", r.Policy, r.Amplification, r.OutageAmplification)

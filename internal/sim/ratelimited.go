@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"math"
@@ -151,37 +150,12 @@ func RunRateLimited(ctx context.Context, s RateScenario, seed uint64) ([]RateRes
 	return out, nil
 }
 
-// rateEvent is something that happens at a virtual time.
-type rateEvent struct {
-	at  time.Time
-	seq int64
-	do  func(now time.Time)
-}
-
-type rateEvents []*rateEvent
-
-func (e rateEvents) Len() int { return len(e) }
-func (e rateEvents) Less(i, j int) bool {
-	if !e[i].at.Equal(e[j].at) {
-		return e[i].at.Before(e[j].at)
-	}
-	return e[i].seq < e[j].seq
-}
-func (e rateEvents) Swap(i, j int) { e[i], e[j] = e[j], e[i] }
-func (e *rateEvents) Push(x any)   { *e = append(*e, x.(*rateEvent)) }
-func (e *rateEvents) Pop() any {
-	old := *e
-	x := old[len(old)-1]
-	*e = old[:len(old)-1]
-	return x
-}
-
 // rateRun is the state of one policy's run.
 type rateRun struct {
 	s      RateScenario
 	p      RatePolicy
-	q      rateEvents
-	seq    int64
+	q      timedHeap[func(now time.Time)] // at is the time since t0
+	seq    uint64
 	rng    *rand.Rand
 	t0     time.Time
 	tokens float64 // the server's bucket
@@ -199,7 +173,7 @@ type rateRun struct {
 
 func (r *rateRun) after(at time.Time, do func(time.Time)) {
 	r.seq++
-	heap.Push(&r.q, &rateEvent{at: at, seq: r.seq, do: do})
+	r.q.push(timed[func(time.Time)]{at: at.Sub(r.t0), seq: r.seq, v: do})
 }
 
 // serve is the server's limiter: it reports whether it accepts a request
@@ -281,9 +255,9 @@ func runRate(s RateScenario, p RatePolicy, seed uint64) (RateResult, error) {
 			r.after(r.t0.Add(time.Duration(r.rng.Int64N(int64(time.Millisecond)))), func(now time.Time) { r.nextCall(pr, now) })
 		}
 	}
-	for r.q.Len() > 0 {
-		e := heap.Pop(&r.q).(*rateEvent)
-		e.do(e.at)
+	for len(r.q) > 0 {
+		e := r.q.pop()
+		e.v(r.t0.Add(e.at))
 		if r.seq > 20_000_000 {
 			return RateResult{}, ErrTooManyEvents
 		}

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // TestRateLimited runs issue 24's rows. With one process, rebound's rate
@@ -17,6 +18,7 @@ import (
 // seeds 1-8 the least share is 0.62 at worst, the AWS SDKs' mode's
 // 0.56).
 func TestRateLimited(t *testing.T) {
+	t.Parallel()
 	by := make([]map[RatePolicy]RateResult, len(RateScenarios))
 	for i, s := range RateScenarios {
 		res, err := RunRateLimited(context.Background(), s, 1)
@@ -81,8 +83,22 @@ func TestRateLimitedQuota(t *testing.T) {
 }
 
 func TestRateLimitedDeterministic(t *testing.T) {
-	a, _ := RunRateLimited(context.Background(), RateScenarios[1], 7)
-	b, _ := RunRateLimited(context.Background(), RateScenarios[1], 7)
+	t.Parallel()
+	s := RateScenarios[1]
+	if testing.Short() {
+		// A minute meets every limiter's throttling and the calls'
+		// deadlines; five take two million calls of the no-retries
+		// row alone.
+		s.Duration = time.Minute
+	}
+	a, err := RunRateLimited(context.Background(), s, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := RunRateLimited(context.Background(), s, 7)
+	if len(a) != len(RatePolicies) || len(b) != len(a) {
+		t.Fatalf("%d and %d results, want %d", len(a), len(b), len(RatePolicies))
+	}
 	for i := range a {
 		if a[i] != b[i] {
 			t.Fatalf("two runs of one seed differ: %+v, %+v", a[i], b[i])

@@ -10,6 +10,10 @@ import (
 	"time"
 )
 
+// The tests that simulate whole scenarios run in parallel: each takes
+// seconds of CPU under -race, and in go test ./... this package is often
+// the last to finish, with a CPU to spare.
+
 // small is a scenario that runs in a few milliseconds.
 func small() Config {
 	c := DefaultConfig
@@ -37,6 +41,32 @@ func run(t testing.TB, c Config) *Report {
 		}
 	}
 	return r
+}
+
+// runPolicies simulates c for the policies ps alone, in that order, for a
+// test that looks at no others.
+func runPolicies(t *testing.T, c Config, ps ...Policy) []Result {
+	t.Helper()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	arr := arrivals(c)
+	var out []Result
+	for _, p := range ps {
+		e, err := newEngine(c, p, arr, interval(c.Duration), MaxEvents)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Policy != p {
+			t.Fatalf("simulated %v, want %v", res.Policy, p)
+		}
+		out = append(out, res)
+	}
+	return out
 }
 
 // checkInvariants checks what holds for every policy in every scenario.
@@ -132,6 +162,7 @@ func checkInvariants(t *testing.T, r *Report) {
 // built for: per-request limits alone multiply the load of an outage, a
 // per-client budget keeps it near 1.1×.
 func TestDefaultScenario(t *testing.T) {
+	t.Parallel()
 	r := run(t, DefaultConfig)
 	checkInvariants(t, r)
 	none, naive, throttle, bucket := r.Results[NoRetries], r.Results[Naive], r.Results[Throttled], r.Results[Bucket]
@@ -186,6 +217,7 @@ func TestDefaultScenario(t *testing.T) {
 }
 
 func TestDeterministic(t *testing.T) {
+	t.Parallel()
 	c := small()
 	a, b := run(t, c), run(t, c)
 	if !reflect.DeepEqual(a, b) {
@@ -198,6 +230,7 @@ func TestDeterministic(t *testing.T) {
 }
 
 func TestScenarios(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		edit  func(*Config)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -36,6 +35,7 @@ const (
 type httpChaos struct {
 	Addr string
 
+	port        *chaos.Port
 	faults      chaos.Faults
 	trickleRate float64
 	retryAfter  []string
@@ -53,23 +53,26 @@ func startHTTPChaos(f chaos.Faults, trickleRate float64, seed uint64) (*httpChao
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := chaos.ListenPort()
 	if err != nil {
 		return nil, err
 	}
 	s := &httpChaos{
-		Addr: lis.Addr().String(), faults: f, trickleRate: trickleRate, start: time.Now(),
+		Addr: port.Addr(), port: port, faults: f, trickleRate: trickleRate, start: time.Now(),
 		retryAfter: []string{"0", "1", "soon", ""},
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}
 	s.mux = http.NewServeMux()
 	s.mux.Handle(soakProcedure, connect.NewUnaryHandler(soakProcedure, s.echoConnect))
 	s.mux.HandleFunc(echoPath, s.echoHTTP)
-	s.serve(lis)
+	s.serve()
 	return s, nil
 }
 
-func (s *httpChaos) serve(lis net.Listener) {
+// serve starts an HTTP server on the port; called with mu held, or before
+// s is shared.
+func (s *httpChaos) serve() {
+	lis := s.port.Listener()
 	// Connections cut by a restart make the server log; that is the point.
 	srv := &http.Server{Handler: s.mux, ErrorLog: log.New(io.Discard, "", 0), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
@@ -80,9 +83,10 @@ func (s *httpChaos) serve(lis net.Listener) {
 	s.srv, s.done = srv, done
 }
 
-// Stop closes the server and every connection at once, failing requests
-// in flight, and waits for its handlers to return.
-func (s *httpChaos) Stop() {
+// Down closes the server and every connection at once, failing requests
+// in flight, and waits for its handlers to return. It keeps the address,
+// where connections are refused (reset) until Restart.
+func (s *httpChaos) Down() {
 	s.mu.Lock()
 	srv, done := s.srv, s.done
 	s.srv, s.done = nil, nil
@@ -98,26 +102,21 @@ func (s *httpChaos) Stop() {
 	}
 }
 
-// Restart serves again on the same address.
+// Restart brings the server up again on the same address.
 func (s *httpChaos) Restart() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.srv != nil {
 		return errors.New("soak: HTTP server is running")
 	}
-	var lis net.Listener
-	var err error
-	for range 50 { // the port was just released
-		if lis, err = net.Listen("tcp", s.Addr); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil {
-		return err
-	}
-	s.serve(lis)
+	s.serve()
 	return nil
+}
+
+// Stop takes the server down and gives up its address.
+func (s *httpChaos) Stop() {
+	s.Down()
+	_ = s.port.Close()
 }
 
 // verdict is what the server does to one request.

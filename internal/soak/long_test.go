@@ -313,8 +313,8 @@ func longLoad(t *testing.T, d time.Duration, sched schedule) ([]sample, []caller
 		now := time.Since(begin)
 		if next < len(sched.restarts) && now >= sched.restarts[next] {
 			next++
-			grpcSrv.Stop()
-			httpSrv.Stop()
+			grpcSrv.Down()
+			httpSrv.Down()
 			time.Sleep(200 * time.Millisecond)
 			if err := grpcSrv.Restart(); err != nil {
 				t.Fatalf("restarting the gRPC server: %v", err)

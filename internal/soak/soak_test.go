@@ -63,8 +63,32 @@ func config(t *testing.T, policy string) *serviceconfig.Config {
 // those of an unreachable server or an expired deadline.
 var allowed = map[codes.Code]bool{codes.OK: true, codes.Unavailable: true, codes.InvalidArgument: true, codes.DeadlineExceeded: true}
 
+// The soak's phases, in order. Each lasts a share of the soak's duration
+// at least, and as long as the clients take to make the calls it is
+// judged by: on a busy machine calls are fewer and slower, and a phase cut
+// by the clock alone would judge the throttle on a handful of them.
+const (
+	phaseBefore  = iota // the server answers, with its faults
+	phaseOutage         // every call fails at once
+	phaseAfter          // the outage is over; the throttle refills
+	phaseRestart        // the server goes down and comes back
+	phases
+)
+
+// The calls of each client each judgement needs, counted in the order
+// they started in the phase. Each client has a throttle of its own: 10
+// tokens, retries above 5; a failed attempt takes one, a success gives
+// back half of one. In an outage it stops retries within a few calls;
+// after it, from empty, it allows them again after about twenty answers.
+const (
+	outageSkip = 20  // calls before the outage is judged: the throttle reacts
+	afterSkip  = 50  // calls before the recovery is judged: the throttle refills
+	judged     = 100 // calls judged
+)
+
 type result struct {
-	start    time.Duration // since the soak began
+	phase    int   // the phase the call started and ended in; -1 if it spanned two
+	seq      int64 // its place among its client's calls that started in the phase
 	attempts int
 	code     codes.Code
 }
@@ -75,7 +99,6 @@ func TestChaosSoak(t *testing.T) {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 
-	outage := chaos.Window{Start: d * 40 / 100, End: d * 55 / 100}
 	srv, err := chaos.Start(chaos.Faults{
 		ErrorRate:        0.15,
 		FatalRate:        0.02,
@@ -84,7 +107,6 @@ func TestChaosSoak(t *testing.T) {
 		Latency:          500 * time.Microsecond,
 		StragglerRate:    0.02,
 		StragglerLatency: 40 * time.Millisecond,
-		Outages:          []chaos.Window{outage},
 	}, 42, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -101,8 +123,11 @@ func TestChaosSoak(t *testing.T) {
 			cc.Close()
 		}
 	}()
-	dial := func(cfg *serviceconfig.Config) testpb.TestServiceClient {
-		c, err := grpcretry.New(cfg)
+	dial := func(cfg *serviceconfig.Config, name string) testpb.TestServiceClient {
+		// A throttle of its own: under load the hedging client sends
+		// more hedges, whose failures would drain a shared throttle and
+		// throttle the retrying client's retries with it.
+		c, err := grpcretry.New(cfg, grpcretry.WithServerName(fmt.Sprintf("soak-%s-%s", name, srv.Addr)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,27 +144,31 @@ func TestChaosSoak(t *testing.T) {
 		workers int
 		max     int
 	}{
-		{"retry", dial(retry), 6, retryAttempts},
-		{"hedge", dial(hedge), 4, hedgeAttempts},
+		{"retry", dial(retry, "retry"), 6, retryAttempts},
+		{"hedge", dial(hedge, "hedge"), 4, hedgeAttempts},
 	}
 
 	begin := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
+		phase   atomic.Int32
+		started [phases][2]atomic.Int64 // by client, calls started in each phase
+		ended   [phases][2]atomic.Int64 // by client, calls that started and ended in each phase
 		mu      sync.Mutex
 		results = map[string][]result{}
 		bad     atomic.Value
 	)
 	var wg sync.WaitGroup
-	for _, cl := range clients {
+	for ci, cl := range clients {
 		for w := range cl.workers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				var mine []result
 				for i := 0; ctx.Err() == nil; i++ {
-					start := time.Since(begin)
+					p := int(phase.Load())
+					seq := started[p][ci].Add(1)
 					callCtx, callCancel := context.WithTimeout(context.Background(), time.Second)
 					var n int
 					_, err := cl.c.UnaryCall(callCtx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte(fmt.Sprint(w, i))}}, grpcretry.CountAttempts(&n))
@@ -148,7 +177,13 @@ func TestChaosSoak(t *testing.T) {
 					if !allowed[code] || n < 1 || n > cl.max {
 						bad.CompareAndSwap(nil, fmt.Sprintf("%s call: code %v after %d attempts (max %d): %v", cl.name, code, n, cl.max, err))
 					}
-					mine = append(mine, result{start, n, code})
+					r := result{phase: p, seq: seq, attempts: n, code: code}
+					if int(phase.Load()) == p {
+						ended[p][ci].Add(1)
+					} else {
+						r.phase = -1
+					}
+					mine = append(mine, r)
 				}
 				mu.Lock()
 				results[cl.name] = append(results[cl.name], mine...)
@@ -157,18 +192,36 @@ func TestChaosSoak(t *testing.T) {
 		}
 	}
 
-	// Take the server down and bring it back on the same port.
-	down := time.NewTimer(d * 75 / 100)
-	select {
-	case <-down.C:
-		srv.Stop()
-		time.Sleep(d / 50)
-		if err := srv.Restart(); err != nil {
-			t.Errorf("restart: %v", err)
+	// Each phase lasts its share of d, and until each client has made the
+	// calls it is judged by; a machine too busy to make them at all fails
+	// the test after ten times the soak's duration.
+	until := func(p int, share time.Duration, need int64) {
+		end := time.Now().Add(share)
+		for time.Now().Before(end) || ended[p][0].Load() < need || ended[p][1].Load() < need {
+			if time.Since(begin) > 10*d+time.Minute {
+				cancel()
+				wg.Wait()
+				t.Fatalf("phase %d: %d and %d calls after %v, want %d of each client", p, ended[p][0].Load(), ended[p][1].Load(), time.Since(begin), need)
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-	case <-ctx.Done():
-		down.Stop()
 	}
+	until(phaseBefore, d*40/100, judged)
+	phase.Store(phaseOutage)
+	srv.SetOutage(true)
+	until(phaseOutage, d*15/100, outageSkip+judged)
+	phase.Store(phaseAfter)
+	srv.SetOutage(false)
+	until(phaseAfter, d*20/100, afterSkip+judged)
+	// Take the server down and bring it back on the same port.
+	phase.Store(phaseRestart)
+	srv.Down()
+	time.Sleep(d / 50)
+	if err := srv.Restart(); err != nil {
+		t.Errorf("restart: %v", err)
+	}
+	until(phaseRestart, max(d-time.Since(begin), d/20), 1)
+	cancel()
 	wg.Wait()
 
 	if msg := bad.Load(); msg != nil {
@@ -176,34 +229,29 @@ func TestChaosSoak(t *testing.T) {
 	}
 	for _, cl := range clients {
 		rs := results[cl.name]
-		var calls, attempts, ok, inOutage, outageAttempts int
-		var early, earlyOK, earlyAttempts, late, lateOK int
+		var calls, attempts, ok int
+		var early, earlyOK, earlyAttempts, late, lateOK, inOutage, outageAttempts int
 		for _, r := range rs {
 			calls++
 			attempts += r.attempts
 			if r.code == codes.OK {
 				ok++
 			}
-			// After the outage and before the server goes down: the
-			// throttle must have refilled.
-			if r.start >= outage.End+d/10 && r.start < d*75/100 {
-				late++
-				if r.code == codes.OK {
-					lateOK++
-				}
-			}
-			if r.start < outage.Start {
+			switch {
+			case r.phase == phaseBefore:
 				early++
 				earlyAttempts += r.attempts
 				if r.code == codes.OK {
 					earlyOK++
 				}
-			}
-			// Calls that start well inside the outage, after the
-			// throttle has had time to react.
-			if r.start >= outage.Start+(outage.End-outage.Start)/5 && r.start < outage.End-50*time.Millisecond {
+			case r.phase == phaseOutage && r.seq > outageSkip:
 				inOutage++
 				outageAttempts += r.attempts
+			case r.phase == phaseAfter && r.seq > afterSkip:
+				late++
+				if r.code == codes.OK {
+					lateOK++
+				}
 			}
 		}
 		if calls == 0 || ok == 0 {
@@ -213,9 +261,10 @@ func TestChaosSoak(t *testing.T) {
 			t.Fatalf("%s: no call during the outage", cl.name)
 		}
 		amp := float64(outageAttempts) / float64(inOutage)
-		t.Logf("%s: %d calls, %.1f%% OK, %.2f attempts/call; before the outage %.1f%% OK at %.2f attempts/call; during it %.3f attempts/call (%d calls)",
+		t.Logf("%s: %d calls, %.1f%% OK, %.2f attempts/call; before the outage %.1f%% OK at %.2f attempts/call; during it %.3f attempts/call (%d calls); after it %.1f%% OK (%d calls)",
 			cl.name, calls, 100*float64(ok)/float64(calls), float64(attempts)/float64(calls),
-			100*float64(earlyOK)/float64(max(early, 1)), float64(earlyAttempts)/float64(max(early, 1)), amp, inOutage)
+			100*float64(earlyOK)/float64(max(early, 1)), float64(earlyAttempts)/float64(max(early, 1)), amp, inOutage,
+			100*float64(lateOK)/float64(max(late, 1)), late)
 		// Before the outage the policy must be doing its job: with 15%
 		// UNAVAILABLE per attempt, retries or hedges lift the success
 		// rate well above the 83% of single attempts.

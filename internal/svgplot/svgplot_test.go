@@ -285,6 +285,7 @@ func BenchmarkChart(b *testing.B) {
 }
 
 func TestWriteStacked(t *testing.T) {
+	t.Parallel() // svgcheck draws the chart: a second of CPU under -race
 	// Small charts: drawing takes seconds under the race detector.
 	a := &Chart{Title: "a", Width: 400, Height: 250, Series: []Series{{Name: "s", Points: []Point{{0, 0}, {1, 1}}}}}
 	b := &Chart{Title: "b <&>", Width: 300, Height: 200, Series: []Series{{Name: "s", Points: []Point{{0, 1}, {1, 0}}, Color: "#D55E00"}}}
@@ -337,6 +338,7 @@ func tail() *Chart {
 }
 
 func TestLogAxes(t *testing.T) {
+	t.Parallel() // svgcheck draws the chart: a second of CPU under -race
 	doc := render(t, tail())
 	text, elems := decode(t, doc)
 	// Whole decades label both axes: 1..1000 ms and 0.001..1.
@@ -394,6 +396,7 @@ func TestLogTicks(t *testing.T) {
 // TestRendersEverywhere draws every kind of chart with an independent
 // renderer, and checks it keeps to what every renderer draws alike.
 func TestRendersEverywhere(t *testing.T) {
+	t.Parallel() // svgcheck draws the chart: a second of CPU under -race
 	linear := &Chart{
 		Title: "load", Width: 400, Height: 250, Series: []Series{{Name: "naive", Points: []Point{{0, 10}, {1, 50}, {2, 20}}}, {Name: "cap", Points: []Point{{0, 30}, {2, 30}}, Dashed: true}},
 		Bands: []Band{{From: 0.5, To: 1.5, Label: "outage"}},

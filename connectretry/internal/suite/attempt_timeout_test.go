@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/stretch"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -25,6 +27,36 @@ const attemptTimeout = 100 * time.Millisecond
 // 2 CPUs with eight CPU-bound processes and other test binaries, a
 // server stream's first message took up to 270ms, one call at a time.
 const countedTimeout = time.Second
+
+// maxCountedTimeout is as far as the counted tests stretch their
+// per-attempt timeout (see internal/stretch) when the machine is too busy
+// for an attempt to answer within countedTimeout.
+const maxCountedTimeout = 8 * time.Second
+
+// cutTooMany returns, for stretch.Run, an outcome that only a machine too
+// slow for the per-attempt timeout explains, and nil for any other: of a
+// call that was to end after want attempts, n were made, and their timers
+// cut every one past want (all but the last when the call succeeded, all
+// of them when it ended with ErrAttemptTimeout before it committed: a
+// timer never cuts a committed attempt, however slow the machine). The
+// caller fails the test on any outcome this does not excuse.
+func cutTooMany(err error, n, want int, cut uint64) error {
+	if n <= want {
+		return nil
+	}
+	if err == nil && cut == uint64(n-1) ||
+		err != nil && errors.Is(err, rebound.ErrAttemptTimeout) && !errors.Is(err, rebound.ErrCommitted) && cut == uint64(n) {
+		return fmt.Errorf("%d attempts, %d cut by their timers, where %d were to be made (%v)", n, cut, want, err)
+	}
+	return nil
+}
+
+// dialCounted is dialAuto with the per-attempt timeout d, and returns
+// the interceptor, whose Stats count the attempts cut.
+func dialCounted(t *testing.T, e env, s *server, cfg *serviceconfig.Config, d time.Duration) (clients, interceptor) {
+	t.Helper()
+	return e.dialWith(t, s, cfg, withClock(clocktest.NewAuto()), withRandom(clocktest.NewRand(0.5)), withPerAttemptTimeout(d))
+}
 
 // hangFirstUnary hangs the first n unary calls until the server ends them
 // and echoes the others; deadlines receives how long each call had left on
@@ -53,28 +85,34 @@ func TestPerAttemptTimeoutUnary(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, e env) {
 		t.Parallel()
-		deadlines := make(chan time.Duration, 2)
-		s := e.start(t, hangFirstUnary(1, deadlines))
-		warm(t, e, s, e.p, serverStream)
-		c, i := e.dialWith(t, s, retryConfig(t, 3, `"UNAVAILABLE"`, ""), withPerAttemptTimeout(countedTimeout))
-		var n int
-		r, err := c.unary(e.countAttempts(context.Background(), &n), "x", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.value != "x" || n != 2 || s.count(unary) != 2 {
-			t.Fatalf("%q after %d attempts (server saw %d), want x after 2", r.value, n, s.count(unary))
-		}
-		// The server sees the per-attempt deadline, though the call has
-		// none.
-		for k := range 2 {
-			if left := <-deadlines; left < 0 || left > countedTimeout {
-				t.Fatalf("attempt %d: server deadline %v away, want within %v", k+1, left, countedTimeout)
+		stretch.Run(t, countedTimeout, maxCountedTimeout, func(d time.Duration) error {
+			deadlines := make(chan time.Duration, 3) // an attempt each, as many as maxAttempts
+			s := e.start(t, hangFirstUnary(1, deadlines))
+			warm(t, e, s, e.p, serverStream)
+			c, i := e.dialWith(t, s, retryConfig(t, 3, `"UNAVAILABLE"`, ""), withPerAttemptTimeout(d))
+			var n int
+			r, err := c.unary(e.countAttempts(context.Background(), &n), "x", nil)
+			if slow := cutTooMany(err, n, 2, i.Stats()[unary].AttemptTimeouts); slow != nil {
+				return slow
 			}
-		}
-		if st := i.Stats()[unary]; st.AttemptTimeouts != 1 {
-			t.Fatalf("stats %+v, want 1 attempt timeout", st)
-		}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.value != "x" || n != 2 || s.count(unary) != 2 {
+				t.Fatalf("%q after %d attempts (server saw %d), want x after 2", r.value, n, s.count(unary))
+			}
+			// The server sees the per-attempt deadline, though the call
+			// has none.
+			for k := range 2 {
+				if left := <-deadlines; left < 0 || left > d {
+					t.Fatalf("attempt %d: server deadline %v away, want within %v", k+1, left, d)
+				}
+			}
+			if st := i.Stats()[unary]; st.AttemptTimeouts != 1 {
+				t.Fatalf("stats %+v, want 1 attempt timeout", st)
+			}
+			return nil
+		})
 	})
 }
 
@@ -159,24 +197,31 @@ func TestPerAttemptTimeoutServerStream(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, e env) {
 		t.Parallel()
-		s := e.start(t, streamHangFirst(1))
-		warm(t, e, s, e.p, unary)
-		c, _ := e.dialAuto(t, s, retryConfig(t, 3, `"UNAVAILABLE"`, ""), withPerAttemptTimeout(countedTimeout))
-		var n int
-		st, err := c.open(e.countAttempts(context.Background(), &n), serverStream, "x", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := messages(t, st); got != "0,1,2" || n != 2 || !slices.Equal(s.previous(serverStream), []int{-1, 1}) {
-			t.Fatalf("got %q after %d attempts, server saw grpc-previous-rpc-attempts %v; want 0,1,2 from attempt 2, [absent 1]", got, n, s.previous(serverStream))
-		}
-		for k, a := range s.seen(serverStream) {
-			for _, h := range []string{"Connect-Timeout-Ms", "Grpc-Timeout"} {
-				if v := a.header.Get(h); v != "" {
-					t.Fatalf("attempt %d carried %s: %s", k+1, h, v)
+		stretch.Run(t, countedTimeout, maxCountedTimeout, func(d time.Duration) error {
+			s := e.start(t, streamHangFirst(1))
+			warm(t, e, s, e.p, unary)
+			c, i := dialCounted(t, e, s, retryConfig(t, 3, `"UNAVAILABLE"`, ""), d)
+			var n int
+			st, err := c.open(e.countAttempts(context.Background(), &n), serverStream, "x", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := receiveAll(t, st)
+			if slow := cutTooMany(err, n, 2, i.Stats()[serverStream].AttemptTimeouts); slow != nil {
+				return slow
+			}
+			if err != nil || strings.Join(got, ",") != "0,1,2" || n != 2 || !slices.Equal(s.previous(serverStream), []int{-1, 1}) {
+				t.Fatalf("got %q, %v after %d attempts, server saw grpc-previous-rpc-attempts %v; want 0,1,2 from attempt 2, [absent 1]", got, err, n, s.previous(serverStream))
+			}
+			for k, a := range s.seen(serverStream) {
+				for _, h := range []string{"Connect-Timeout-Ms", "Grpc-Timeout"} {
+					if v := a.header.Get(h); v != "" {
+						t.Fatalf("attempt %d carried %s: %s", k+1, h, v)
+					}
 				}
 			}
-		}
+			return nil
+		})
 	})
 }
 
@@ -328,21 +373,27 @@ func overEveryTransport(t *testing.T, f func(t *testing.T, e env)) {
 func TestPerAttemptTimeoutServerStreamRetries(t *testing.T) {
 	t.Parallel()
 	overEveryTransport(t, func(t *testing.T, e env) {
-		s := e.start(t, streamHangFirst(2))
-		warm(t, e, s, e.p, unary)
-		c, _ := e.dialAuto(t, s, retryConfig(t, 5, `"UNAVAILABLE"`, ""), withPerAttemptTimeout(countedTimeout))
-		var n int
-		st, err := c.open(e.countAttempts(context.Background(), &n), serverStream, "x", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := receiveAll(t, st)
-		if err != nil || strings.Join(got, ",") != "0,1,2" || n != 3 {
-			t.Fatalf("got %q, %v after %d attempts; want 0,1,2 from attempt 3", got, err, n)
-		}
-		if got := s.previous(serverStream); !slices.Equal(got, []int{-1, 1, 2}) {
-			t.Fatalf("server saw attempts with grpc-previous-rpc-attempts %v, want [absent 1 2]", got)
-		}
+		stretch.Run(t, countedTimeout, maxCountedTimeout, func(d time.Duration) error {
+			s := e.start(t, streamHangFirst(2))
+			warm(t, e, s, e.p, unary)
+			c, i := dialCounted(t, e, s, retryConfig(t, 5, `"UNAVAILABLE"`, ""), d)
+			var n int
+			st, err := c.open(e.countAttempts(context.Background(), &n), serverStream, "x", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := receiveAll(t, st)
+			if slow := cutTooMany(err, n, 3, i.Stats()[serverStream].AttemptTimeouts); slow != nil {
+				return slow
+			}
+			if err != nil || strings.Join(got, ",") != "0,1,2" || n != 3 {
+				t.Fatalf("got %q, %v after %d attempts; want 0,1,2 from attempt 3", got, err, n)
+			}
+			if got := s.previous(serverStream); !slices.Equal(got, []int{-1, 1, 2}) {
+				t.Fatalf("server saw attempts with grpc-previous-rpc-attempts %v, want [absent 1 2]", got)
+			}
+			return nil
+		})
 	})
 }
 

@@ -53,9 +53,11 @@ func scriptedServer(t *testing.T, e env) (*server, *atomic.Pointer[answer]) {
 }
 
 // limitedClients call s through rebound with a manual clock and an
-// adaptive rate limit of their own server name.
+// adaptive rate limit of their own server name. The clock is an hour
+// ahead, so that a deadline set from it near a turn leaves the network
+// time on a busy machine.
 func limitedClients(t *testing.T, e env, s *server, cfg *serviceconfig.Config, opts ...option) (clients, *clocktest.Clock) {
-	clk := clocktest.New()
+	clk := clocktest.NewAhead()
 	c, _ := e.dialWith(t, s, cfg, append([]option{withClock(clk), withRandom(clocktest.NewRand(0.5)),
 		withServerName("ratelimit-" + uniqueName(t)),
 		withAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})}, opts...)...)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/stretch"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -244,34 +245,43 @@ func TestDeadlineCoversAllAttempts(t *testing.T) {
 
 func TestDeadlineDuringAttempt(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		// The handler outlasts the caller's deadline whatever its own: a
-		// server that gave up first would make the failure retryable. In
-		// process, where it runs on the caller's context, it answers as
-		// that ends: too late for a retry.
-		release := make(chan struct{})
-		defer close(release)
-		srv := e.start(t, handlers{unary: func(in *call) (string, error) {
-			var done <-chan struct{}
-			if e.p.over == inProcess {
-				done = in.ctx.Done()
+		// The deadline must pass while the attempt is at the server. On a
+		// busy machine the attempt may not get there before a short
+		// deadline; the call ends all the same, and the test tries again
+		// with a longer one.
+		stretch.Run(t, 50*time.Millisecond, 7*time.Second, func(d time.Duration) error {
+			// The handler outlasts the caller's deadline whatever its
+			// own: a server that gave up first would make the failure
+			// retryable. In process, where it runs on the caller's
+			// context, it answers as that ends: too late for a retry.
+			release := make(chan struct{})
+			defer close(release)
+			srv := e.start(t, handlers{unary: func(in *call) (string, error) {
+				var done <-chan struct{}
+				if e.p.over == inProcess {
+					done = in.ctx.Done()
+				}
+				select {
+				case <-release:
+				case <-done:
+				}
+				return "", fail(serviceconfig.Unavailable, "too late")
+			}})
+			c, _ := e.dialAuto(t, srv, retryConfig(t, 5, `"UNAVAILABLE","DEADLINE_EXCEEDED"`, ""))
+			ctx, cancel := context.WithTimeout(context.Background(), d)
+			defer cancel()
+			_, err := c.unary(ctx, "x", nil)
+			if e.codeOf(err) != serviceconfig.DeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err %v, want deadline_exceeded", err)
 			}
-			select {
-			case <-release:
-			case <-done:
+			switch n := srv.count(unary); {
+			case n == 0:
+				return errors.New("the attempt did not reach the server before the deadline")
+			case n > 1:
+				t.Fatalf("%d attempts, want 1", n)
 			}
-			return "", fail(serviceconfig.Unavailable, "too late")
-		}})
-		c, _ := e.dialAuto(t, srv, retryConfig(t, 5, `"UNAVAILABLE","DEADLINE_EXCEEDED"`, ""))
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		defer cancel()
-		_, err := c.unary(ctx, "x", nil)
-		if e.codeOf(err) != serviceconfig.DeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("err %v, want deadline_exceeded", err)
-		}
-		// Under load the one attempt may not reach the handler in time.
-		if srv.count(unary) > 1 {
-			t.Fatalf("%d attempts, want at most 1", srv.count(unary))
-		}
+			return nil
+		})
 	})
 }
 
