@@ -262,9 +262,8 @@ func describeType(prefix string, obj *types.TypeName, typ func(types.Type) strin
 // TestDependencies keeps README's promise that a package brings in only
 // what it needs: the engine (package rebound) imports the standard library
 // alone, and httpretry neither grpc-go nor connect-go (nor protobuf, which
-// the replay log of streams, internal/msglog, needs). That connectretry
-// and connectretry/v2 each import one major of connect-go is
-// connectretry/internal/engine's TestEachMajorAlone.
+// the replay log of streams, internal/msglog, needs). That each connect
+// front door imports one major of connect-go is TestEachMajorAlone.
 func TestDependencies(t *testing.T) {
 	for _, tc := range []struct {
 		pkg       string
@@ -289,6 +288,45 @@ func TestDependencies(t *testing.T) {
 			dep, std, _ := strings.Cut(line, " ")
 			if tc.forbidden(dep, std == "true") {
 				t.Errorf("%s imports %s: it must not import %s", tc.pkg, dep, tc.what)
+			}
+		}
+	}
+}
+
+// TestEachMajorAlone: a program that uses one connect-go major compiles
+// nothing of the other (issue 33): connectretry's engine and package shed
+// import neither, each client and server front door only its own. go
+// list -deps gives what a program that imports the package compiles.
+func TestEachMajorAlone(t *testing.T) {
+	const (
+		v1   = "connectrpc.com/connect"
+		v2   = "connectrpc.com/connect/v2"
+		root = "github.com/rebound-go/rebound/"
+	)
+	for _, tc := range []struct {
+		pkg       string
+		want, not []string
+	}{
+		{root + "connectretry/internal/engine", nil, []string{v1, v2}},
+		{root + "connectretry", []string{v1}, []string{v2}},
+		{root + "connectretry/v2", []string{v2}, []string{v1, root + "connectretry"}},
+		{root + "shed", nil, []string{v1, v2}},
+		{root + "shed/connectshed", []string{v1}, []string{v2}},
+		{root + "shed/connectshed/v2", []string{v2}, []string{v1, root + "shed/connectshed"}},
+	} {
+		out, err := exec.Command("go", "list", "-deps", tc.pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", tc.pkg, err)
+		}
+		deps := strings.Fields(string(out))
+		for _, p := range tc.want {
+			if !slices.Contains(deps, p) {
+				t.Errorf("%s does not compile %s; the check is broken", tc.pkg, p)
+			}
+		}
+		for _, p := range tc.not {
+			if slices.Contains(deps, p) {
+				t.Errorf("a program that imports %s compiles %s", tc.pkg, p)
 			}
 		}
 	}
