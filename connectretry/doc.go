@@ -126,4 +126,23 @@
 // connect.NewClientContext describes the last attempt of a retried call;
 // for a hedged call it is not filled in, because attempts run at the same
 // time: read the response's Header and Trailer instead.
+//
+// # Hedged server streams
+//
+// connect-go v1's Client.CallServerStream records the HTTP method on the
+// caller's connect.Request from every stream the interceptors open for
+// it, as that stream makes its request (in Send, which returns once the
+// response headers arrive). Hedged attempts that made their requests at
+// the same time would write it together, a data race that -race reports.
+// So the attempts of a hedged server stream make their requests in turn:
+// each waits until the attempt before it has handed its request to the
+// HTTP client's transport, which net/http's Client tells through the
+// request context's httptrace hooks before it waits on the network. A
+// hedge therefore goes out on time, however long an earlier attempt's
+// server takes to answer. Over a connect.HTTPClient that calls no
+// httptrace hook (GetConn, GotConn or WroteHeaders), a hedge
+// waits instead until the attempt before it has its response headers or
+// has failed. Unary calls, whose attempts each get a request of their own,
+// and client and bidirectional streams, for which connect records
+// nothing, go out at once.
 package connectretry

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -77,5 +80,74 @@ func TestHedgeHidesCallInfo(t *testing.T) {
 		if a.header.Get("X-From-Call-Info") != "yes" {
 			t.Fatalf("attempt %d lacks the CallInfo's request header", i+1)
 		}
+	}
+}
+
+// untraced is an HTTPClient that calls no httptrace hook: its requests go
+// out on a context that hides the caller's trace.
+type untraced struct{ connect.HTTPClient }
+
+func (c untraced) Do(r *http.Request) (*http.Response, error) {
+	return c.HTTPClient.Do(r.WithContext(hideTrace{r.Context()}))
+}
+
+// hideTrace hides the httptrace.ClientTrace of its context, whose key
+// httptrace does not export.
+type hideTrace struct{ context.Context }
+
+func (c hideTrace) Value(key any) any {
+	if reflect.TypeOf(key).PkgPath() == "net/http/httptrace" {
+		return nil
+	}
+	return c.Context.Value(key)
+}
+
+// TestHedgedServerStreamOverUntracedClient: over an HTTPClient that calls
+// no httptrace hook, the attempts of a hedged server stream make their
+// requests one after the other, each once the one before it has its
+// response headers (see the package documentation). The two attempts are
+// due at once; whichever makes its request first reaches the server
+// first, gets its headers and hangs until it is cancelled; the other
+// reaches the server only after those headers were sent, and wins.
+func TestHedgedServerStreamOverUntracedClient(t *testing.T) {
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			var flushed, early atomic.Bool
+			srv := startServer(t, handlers{serverStream: func(ctx context.Context, n int, _ *request, st *connect.ServerStream[msg]) error {
+				if n == 1 {
+					flushed.Store(true)
+					if err := st.Conn().Send(nil); err != nil {
+						return err
+					}
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				if !flushed.Load() {
+					early.Store(true)
+				}
+				return st.Send(wrapperspb.String("ok"))
+			}}, p.http2)
+			i, err := connectretry.New(hedgeConfig(t, 2, "0s", `"UNAVAILABLE"`, ""), connectretry.WithClock(clocktest.New()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			client := connect.NewClient[msg, msg](untraced{srv.client}, srv.url+serverStream, append([]connect.ClientOption{connect.WithInterceptors(i)}, p.opts...)...)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			st, err := client.CallServerStream(ctx, connect.NewRequest(wrapperspb.String("x")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !st.Receive() || st.Msg().GetValue() != "ok" {
+				t.Fatalf("received %q, %v; want the hedge's message", st.Msg().GetValue(), st.Err())
+			}
+			_ = st.Close()
+			if early.Load() {
+				t.Fatal("the second attempt reached the server before the first one's response headers were sent")
+			}
+			if got := srv.previous(serverStream); !slices.Equal(slices.Sorted(slices.Values(got)), []int{-1, 1}) {
+				t.Fatalf("server saw grpc-previous-rpc-attempts %v, want absent and 1", got)
+			}
+		})
 	}
 }

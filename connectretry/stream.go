@@ -46,6 +46,9 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 			return &onceConn{StreamingClientConn: conn, once: o}
 		}
 		op := &opener{next: next, spec: spec}
+		if sp.Hedged() && spec.StreamType == connect.StreamTypeServer {
+			op.turns = new(sendTurns)
+		}
 		s, err := e.OpenStream(&sp, spec.Procedure, op)
 		if err != nil {
 			return newErrConn(spec, err)
@@ -59,9 +62,16 @@ type opener struct {
 	next  connect.StreamingClientFunc
 	spec  connect.Spec
 	first connect.StreamingClientConn // the first attempt's, whose request header the caller sets
+	// turns orders the requests of a hedged server stream's attempts
+	// (see turn.go); nil for other streams.
+	turns *sendTurns
 }
 
 func (o *opener) Open(ctx context.Context, n int) (engine.Conn, string, error) {
+	var t *turn
+	if o.turns != nil {
+		t, ctx = o.turns.newTurn(ctx)
+	}
 	c := o.next(ctx, o.spec)
 	if n == 1 {
 		o.first = c
@@ -77,16 +87,37 @@ func (o *opener) Open(ctx context.Context, n int) (engine.Conn, string, error) {
 		}
 		h[previousAttemptsKey] = []string{strconv.Itoa(n - 1)}
 	}
-	return &conn{c}, c.Peer().Addr, nil
+	return &conn{c, t}, c.Peer().Addr, nil
 }
 
 // conn is one attempt's stream, as the engine sees it.
-type conn struct{ connect.StreamingClientConn }
+type conn struct {
+	connect.StreamingClientConn
+	turn *turn // a hedged server stream's: its request waits for its turn
+}
+
+// Send sends msg. The first Send of a hedged server stream makes its
+// request, in its turn.
+func (c *conn) Send(msg any) error {
+	if c.turn == nil || c.turn.state.Load() != turnWaiting {
+		return c.StreamingClientConn.Send(msg)
+	}
+	if err := c.turn.take(); err != nil {
+		return err
+	}
+	defer c.turn.end()
+	return c.StreamingClientConn.Send(msg)
+}
 
 func (c *conn) CloseSend() error { return c.CloseRequest() }
 
+// Abort closes both sides of the stream. A server stream's request side
+// is left alone: its Send has made the request and sent the whole of it,
+// and closing it before would make the request now, outside its turn.
 func (c *conn) Abort() {
-	_ = c.CloseRequest()
+	if c.turn == nil {
+		_ = c.CloseRequest()
+	}
 	_ = c.CloseResponse()
 }
 

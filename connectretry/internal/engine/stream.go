@@ -243,6 +243,10 @@ func (i *Interceptor) PlanStream(ctx context.Context, procedure string) (StreamP
 // Governed reports whether a retry or hedging policy governs the call.
 func (sp *StreamPlan) Governed() bool { return sp.retry || sp.hedge }
 
+// Hedged reports whether a hedgingPolicy governs the call: its attempts
+// may be sent at the same time.
+func (sp *StreamPlan) Hedged() bool { return sp.hedge }
+
 // Context returns the call's context: the caller's, with the method's
 // timeout.
 func (sp *StreamPlan) Context() context.Context { return sp.ctx }
