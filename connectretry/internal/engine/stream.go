@@ -176,6 +176,11 @@ type attempt struct {
 	adm    admission
 	told   atomic.Bool // the gates have heard how it ended
 
+	// replaced says the retry loop has given the attempt up: an error of
+	// its request side is not the application's, whose messages the next
+	// attempt is sent.
+	replaced atomic.Bool
+
 	// A hedge's replay (see replayHedge): closed when it is done, with
 	// its error.
 	replayDone chan struct{}
@@ -442,7 +447,7 @@ func (s *Stream) Send(msg any) error {
 	}
 	a := s.current()
 	err := a.conn.Send(msg)
-	if err != nil && kept && (errors.Is(err, io.EOF) || s.cut(a)) {
+	if err != nil && kept && s.notTheApplications(a, err) {
 		return nil
 	}
 	return err
@@ -500,7 +505,7 @@ func (s *Stream) SendHeaders() error {
 		return nil
 	}
 	err := hs.SendHeaders()
-	if err != nil && !s.committed.Load() && (errors.Is(err, io.EOF) || s.cut(a)) {
+	if err != nil && !s.committed.Load() && s.notTheApplications(a, err) {
 		return nil
 	}
 	return err
@@ -528,10 +533,18 @@ func (s *Stream) CloseSend() error {
 	}
 	a := s.current()
 	err := a.conn.CloseSend()
-	if err != nil && !s.committed.Load() && (errors.Is(err, io.EOF) || s.cut(a)) {
+	if err != nil && !s.committed.Load() && s.notTheApplications(a, err) {
 		return nil
 	}
 	return err
+}
+
+// notTheApplications reports whether err, an error of the request side of
+// attempt a, is one the application's call does not return: a has ended
+// (its Receive tells how), its timer cut it, or the retry loop has given
+// it up.
+func (s *Stream) notTheApplications(a *attempt, err error) bool {
+	return errors.Is(err, io.EOF) || s.cut(a) || a.replaced.Load()
 }
 
 // cut reports whether attempt a was cut by its per-attempt timer: an
@@ -691,13 +704,23 @@ func (s *Stream) attempt(msg any) error {
 	var replayed <-chan error // the replay's end, for a retry
 	if n > 1 {
 		s.tr.Start(s.clock.Now())
-		// The failed attempt ends before the new one opens: a Send
-		// blocked on it returns, and gives the request side to the
-		// replay.
-		prev.conn.Abort()
+		// The failed attempt ends before the new one opens: its
+		// context first, when it has one of its own. A Send of the
+		// application's may be in progress on it (a bidi stream that
+		// sends as it reads), and connect's write side must not be
+		// closed during one; its read side may be, which makes the
+		// transport drop the stream and so ends the Send. The whole
+		// stream is closed once the Send has returned.
+		prev.replaced.Store(true)
 		if prev.cancel != nil {
 			prev.cancel()
 		}
+		if !s.sendMu.TryLock() {
+			_ = prev.conn.CloseResponse()
+			s.sendMu.Lock()
+		}
+		prev.conn.Abort()
+		s.sendMu.Unlock()
 		a = new(attempt)
 		if _, err := s.open(a, n); err != nil {
 			// The transport cannot open a stream: another attempt
