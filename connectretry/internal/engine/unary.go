@@ -8,6 +8,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
+	"github.com/rebound-go/rebound/internal/gopanic"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/internal/perattempt"
 	"github.com/rebound-go/rebound/internal/ratelimit"
@@ -415,7 +416,31 @@ func Hedge[R any](ctx context.Context, cu *Unary, first *HedgeAttempt, op func(*
 	if u.span != nil {
 		call = observe.Traced[R](&d, u.span)
 	}
+	returned := false
+	defer func() {
+		if !returned {
+			// A callback panicked, here (a budget as the call starts, a
+			// classifier judging the first attempt) or on a goroutine
+			// of the call, whose panic Hedge raises here once every
+			// attempt has ended: the call's work ends before the panic
+			// reaches the caller. A callback that panics again
+			// meanwhile is not heard.
+			gopanic.Run(func() {
+				err := u.i.major.Error(serviceconfig.Internal, errCrashed)
+				mu.Lock()
+				untaken := first != nil && !taken
+				taken = true
+				mu.Unlock()
+				if untaken {
+					first.cancel()
+					u.i.endAttempt(first.as, err, false)
+				}
+				u.i.endCall(u.span, err)
+			}, func(*gopanic.Panic) {})
+		}
+	}()
 	r, err := call.Hedge(ctx, u.entry.hedge, hop)
+	returned = true
 	if first != nil && !taken {
 		// The machinery ended before it made its first attempt.
 		first.cancel()

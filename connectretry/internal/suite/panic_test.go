@@ -23,6 +23,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/observe/observetest"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -422,6 +423,48 @@ func TestPanicInMeterOfHedgedStream(t *testing.T) {
 		case <-canceled:
 		case <-time.After(10 * time.Second):
 			t.Fatal("the straggler was not cancelled")
+		}
+	})
+}
+
+func panicInBudget() { panic(errBoom) }
+
+// panicAtStart is a call budget of the application's whose StartCall
+// panics: the hedge machinery asks it on the caller's goroutine before
+// the first attempt starts.
+type panicAtStart struct{}
+
+func (panicAtStart) RecordFailure()  {}
+func (panicAtStart) Allow(bool) bool { return true }
+func (panicAtStart) RecordSuccess()  {}
+func (panicAtStart) StartCall()      { panicInBudget() }
+func (panicAtStart) EndRetry()       {}
+func (panicAtStart) EndCall()        {}
+
+// TestPanicBeforeUnaryHedgeStarts: a budget that panics as a hedged unary
+// call starts, before its first attempt, panics the call on the caller's
+// goroutine, and the call's work is still ended: its span, and the span
+// of a first attempt opened ahead of the machinery (v2, whose transport
+// tells the server's address only once a stream is open) end, and nothing
+// reaches the server.
+func TestPanicBeforeUnaryHedgeStarts(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		s := e.start(t, handlers{})
+		tp, exp := observetest.Tracing(t)
+		c, _ := e.dialWith(t, s, hedgeConfig(t, 3, "10s", `"UNAVAILABLE"`, ""), withBudget(panicAtStart{}), withTracerProvider(tp))
+		v := raised(func() { _, _ = c.unary(context.Background(), "x", nil) })
+		if err, ok := v.(error); !ok || !errors.Is(err, errBoom) {
+			t.Fatalf("recovered %#v, want the budget's panic", v)
+		}
+		want := 1 // the call's span
+		if e.major.name == "v2" {
+			want = 2 // and its first attempt's
+		}
+		if got := len(exp.GetSpans()); got != want {
+			t.Fatalf("%d spans ended, want %d: %v", got, want, observetest.Spans(exp.GetSpans()))
+		}
+		if n := s.count(unary); n != 0 {
+			t.Fatalf("server saw %d attempts, want 0", n)
 		}
 	})
 }
