@@ -139,9 +139,7 @@ func TestPanicInClassifierJudgingHedge(t *testing.T) {
 // stream, whose hedges race on goroutines of the call: the caller's
 // Receive raises the panic, the first attempt is cancelled, and the
 // stream then closes as usual. (The hedge goes once the first attempt has
-// reached the server: connect v1's server streams record each attempt's
-// HTTP method on the caller's request as it is sent, so that hedges sent
-// at once race there; see the report of the reconcile branch.)
+// reached the server, which so sees it hang.)
 func TestPanicInClassifierJudgingHedgedStream(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		var cancelled atomic.Int32
