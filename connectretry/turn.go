@@ -33,7 +33,9 @@ import (
 // on time however long an earlier attempt's server takes to answer. Over
 // an HTTPClient that calls no httptrace hook, a turn lasts until the
 // attempt's response headers arrive or its request fails (see the
-// package documentation).
+// package documentation). An interceptor after rebound's that makes
+// requests of its own on the attempt's context, before it lets the
+// attempt's Send through, would end the turn early.
 
 // sendTurns gives the attempts of one hedged server stream their turns.
 type sendTurns struct {
