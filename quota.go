@@ -3,6 +3,7 @@ package rebound
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -68,8 +69,17 @@ type quotaState struct {
 	fall       float64
 	measured   bool
 
-	rate    float64   // the rate the quota allows this limiter
-	updated time.Time // when rate was last set
+	// The pace: share × quota ÷ window. The quota is the published limit,
+	// else the most a window was seen to start with; the window is the
+	// time between two windows' resets (see turned). Every limiter
+	// reading the same server comes to the same two numbers.
+	share   float64
+	quota   float64
+	window  float64   // seconds
+	prev    time.Time // the reset of the window before
+	turns   int       // windows whose length was measured
+	rate    float64   // the rate the quota allows this limiter, at updated
+	updated time.Time // when share was last steered
 	expires time.Time // when rate stops applying: a window after the reset
 }
 
@@ -94,15 +104,18 @@ const (
 	quotaSpanMax = 10 * time.Second
 )
 
-// Of the quota's rate: how far above the budget the remainder may fall
-// before the rate is cut, and how fast it climbs, in budgets per second.
-// Measured in `rebound sim -ratelimited` over eight seeds: a cut at once
-// (no margin) or a climb of 0.05 left ten processes less even (a
-// scaled-down ceiling while the remainder falls fast, and turns after
-// the reset at the quota's rate, cost 5-10% of the calls).
+// How the share is steered (see steer): the pull, per second, of the
+// remainder's lead on an even pace, and the climb of the share per
+// second. Measured in `rebound sim -ratelimited` and in
+// TestRateLimitedQuotaConverges (windows of 5s that start off the second,
+// ten processes, seeds 1-4): a pull of 3 or more, or a climb of 0.01,
+// left them less even (Jain 0.90-0.99); a climb of 0.05 with a pull of 2
+// lost 1.5% of the calls in the rows of 10s windows; a climb of 0.03 with
+// a pull of 1 kept Jain at 0.993 or more and lost none.
 const (
-	quotaOver  = 0.05
-	quotaClimb = 0.02
+	quotaPull  = 1
+	quotaClimb = 0.03
+	quotaFloor = 1e-3 // the least share: the limiter still sends
 )
 
 // publish takes q, published with the answer at now to the attempt seq.
@@ -125,14 +138,27 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 	}
 	cur := reading{rem: float64(q.Remaining), seq: seq, at: now, ok: true}
 	if !same {
-		// A quota that allowed nothing (the window spent when first
-		// seen) gave no pace to start from: this one starts afresh.
-		first := !s.on || !now.Before(s.expires) || s.rate <= 0
+		// A quota seen first, or again after its window and another
+		// passed with none, starts afresh.
+		first := !s.on || !now.Before(s.expires) || s.share <= 0
+		if first {
+			s.prev, s.turns = time.Time{}, 0
+		} else {
+			s.turned(now, reset)
+		}
 		s.on, s.last, s.reset, s.limit = true, cur, reset, q.Limit
 		s.expires = reset.Add(q.Reset)
 		s.from, s.next, s.measured = cur, reading{}, false
 		if first {
-			s.rate, s.updated = 0, now
+			// Until a window is seen from its start, the pace is the
+			// remainder over the time to the reset.
+			s.share, s.updated = 0, now
+			s.quota, s.window = cur.rem, q.Reset.Seconds()
+		} else {
+			s.quota = max(s.quota, cur.rem+1)
+			if q.Limit > 0 {
+				s.quota = float64(q.Limit)
+			}
 		}
 		l.steer(now, first)
 		return nil
@@ -162,39 +188,68 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 	return nil
 }
 
-// steer sets the quota's rate at now: first, the budget; then it is cut
-// by the budget over the fall when the remainder falls faster than the
-// budget (every limiter reading it sees that at once, and cuts in
-// proportion to what it sends; by half at most), and the measure starts
-// again; it climbs by the same amount for every limiter otherwise, which
-// evens their shares out (as AIMD does), never above the budget.
-func (l *AdaptiveRateLimit) steer(now time.Time, first bool) {
-	s := &l.quota
-	b, _ := l.budget(now)
-	dt := now.Sub(s.updated).Seconds()
-	s.updated = now
-	switch {
-	case first:
-		s.rate = b
-	case s.measured && s.fall > b*(1+quotaOver) && s.reset.Sub(now) >= max(time.Second, 2*now.Sub(s.from.at)):
-		// At most by half: a remainder spent to 0 leaves a pace to
-		// start the next window from.
-		s.rate *= max(b/s.fall, 0.5)
-		s.from, s.next, s.measured = s.last, reading{}, false
-	default:
-		s.rate = min(s.rate+quotaClimb*b*dt, max(s.rate, b))
+// turned notes, at now, the first answer of a window that resets at
+// reset, after the window that reset at s.reset. The window's length is
+// the time between the resets of the two windows before, to the second
+// (windows are whole seconds, and a reset read in whole seconds from the
+// answers is off by less than the time between two of them), once two
+// turns were seen; until then, the longest time to a reset seen at a
+// window's first answer. Every limiter reading the server comes to the
+// same length: that is what keeps their paces alike.
+func (s *quotaState) turned(now, reset time.Time) {
+	if !reset.After(s.reset.Add(windowSlop)) {
+		return // not a later window: a reset read anew
 	}
+	if !s.prev.IsZero() {
+		if w := math.Round(s.reset.Sub(s.prev).Seconds()); w >= 1 && (s.turns == 0 || w <= 1.5*s.window) {
+			s.window = w
+			s.turns++
+		}
+	}
+	if s.turns == 0 {
+		s.window = max(s.window, reset.Sub(now).Seconds())
+	}
+	s.prev = s.reset
 }
 
-// quotaCeiling returns the rate the quota allows at now; ok is false
-// when no quota applies (none was published, or the last one's window
-// has passed by a window's length).
+// steer sets the limiter's share of the quota at now. The first quota
+// seen gives it the whole: the limiter may be alone. Then the limiters
+// reading the quota each send share × quota ÷ window, and each compares
+// the remainder with an even pace through the window (quota × time to
+// the reset ÷ window): all of them read the same remainder, so all see
+// the same lead, at once, and each cuts its share in proportion to it
+// (by e^-lead per second; a remainder behind the pace lifts it), while
+// each adds the same small amount per second. That is AIMD with a
+// decrease every limiter takes together, which evens out their shares: a
+// limiter that starts late, or lost its share to chance, gains on the
+// others until they are even. (Cuts that each limiter took when its own
+// measure of the remainder's fall crossed the budget came at different
+// times to different limiters, so their shares wandered apart.)
+func (l *AdaptiveRateLimit) steer(now time.Time, first bool) {
+	s := &l.quota
+	dt := min(max(now.Sub(s.updated).Seconds(), 0), 1)
+	s.updated = now
+	if first {
+		s.share = 1
+	} else {
+		pace := s.quota * max(s.reset.Sub(now).Seconds(), 0) / s.window
+		lead := (pace - s.last.rem) / s.quota
+		s.share = min(max(s.share*math.Exp(-quotaPull*lead*dt)+quotaClimb*dt, quotaFloor), 1)
+	}
+	s.rate, _ = l.quotaCeiling(now)
+}
+
+// quotaCeiling returns the rate the quota allows at now, the share of the
+// quota's even pace; ok is false when no quota applies (none was
+// published, or the last one's window has passed by a window's length).
+// The pace of a window not seen from its start yet is the remainder over
+// the time to the reset.
 func (l *AdaptiveRateLimit) quotaCeiling(now time.Time) (float64, bool) {
 	s := &l.quota
-	if !s.on || !now.Before(s.expires) || s.rate <= 0 {
+	if !s.on || !now.Before(s.expires) || s.share <= 0 || s.quota <= 0 || s.window <= 0 {
 		return 0, false
 	}
-	return s.rate, true
+	return s.share * s.quota / s.window, true
 }
 
 // left returns the remainder estimated at now, with the attempts given
@@ -210,25 +265,15 @@ func (l *AdaptiveRateLimit) left(now time.Time) (rem float64, ok bool) {
 	return s.last.rem - float64(l.seq-s.last.seq) - others, true
 }
 
-// budget returns the rate that spends the remainder evenly until the
-// reset, the remainder taken as falling since the freshest answer at
-// the rate it fell; ok is false when no quota is in force.
-func (l *AdaptiveRateLimit) budget(now time.Time) (float64, bool) {
-	s := &l.quota
-	if !s.on || !now.Before(s.reset) {
-		return 0, false
-	}
-	rem := s.last.rem - max(s.fall, 0)*max(now.Sub(s.last.at).Seconds(), 0)
-	return max(rem, 0) / s.reset.Sub(now).Seconds(), true
-}
-
 // quotaTurn returns when an attempt whose turn is at may go as the quota
 // sees it: when the remainder is spent, at the reset, or MaxWait from now
 // if that is sooner. The attempts after it take turns at the rate from
 // there, not at the reset all at once.
 func (l *AdaptiveRateLimit) quotaTurn(now, at time.Time) time.Time {
 	s := &l.quota
-	rem, ok := l.left(now)
+	// The remainder as it will be at the turn: the others send until
+	// then too.
+	rem, ok := l.left(at)
 	if !ok || rem >= 1 {
 		return at
 	}
