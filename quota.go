@@ -73,14 +73,24 @@ type quotaState struct {
 	// else the most a window was seen to start with; the window is the
 	// time between two windows' resets (see turned). Every limiter
 	// reading the same server comes to the same two numbers.
-	share   float64
-	quota   float64
-	window  float64   // seconds
-	prev    time.Time // the reset of the window before
-	turns   int       // windows whose length was measured
-	rate    float64   // the rate the quota allows this limiter, at updated
-	updated time.Time // when share was last steered
-	expires time.Time // when rate stops applying: a window after the reset
+	share  float64
+	quota  float64
+	window float64   // seconds
+	prev   time.Time // the reset of the window before
+	turns  int       // windows whose length was measured
+
+	// The reset as read (the earliest of the window's answers); whether
+	// every answer read the same (fixed), and answers that were not a
+	// whole number of seconds after the window's first (at first) did
+	// (shown): a reset written as a time. late is what is taken off such
+	// a reset (see turned).
+	raw          time.Time
+	first        time.Time
+	fixed, shown bool
+	late         time.Duration
+	rate         float64   // the rate the quota allows this limiter, at updated
+	updated      time.Time // when share was last steered
+	expires      time.Time // when rate stops applying: a window after the reset
 }
 
 // reading is a remainder published with the answer at at to the
@@ -91,6 +101,12 @@ type reading struct {
 	at  time.Time
 	ok  bool
 }
+
+// fixedSlop is how far apart two answers may read a reset written as a
+// time: the answers are read a little after the server wrote them. Resets
+// written in seconds from the answer, read over a window, are as far
+// apart as the answers are, up to a second.
+const fixedSlop = 50 * time.Millisecond
 
 // windowSlop is how far apart two answers may put the reset of one
 // window: the reset is published in whole seconds, rounded.
@@ -128,7 +144,7 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 	}
 	s := &l.quota
 	reset := now.Add(q.Reset)
-	same := s.on && now.Before(s.reset) && !reset.After(s.reset.Add(windowSlop))
+	same := s.on && now.Before(s.reset) && !reset.After(s.raw.Add(windowSlop))
 	if same && s.limit != 0 && q.Limit != 0 && q.Limit != s.limit {
 		return fmt.Errorf("%w: limit %d within the window of limit %d", ErrQuota, q.Limit, s.limit)
 	}
@@ -142,11 +158,12 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 		// passed with none, starts afresh.
 		first := !s.on || !now.Before(s.expires) || s.share <= 0
 		if first {
-			s.prev, s.turns = time.Time{}, 0
+			s.prev, s.turns, s.late = time.Time{}, 0, 0
 		} else {
 			s.turned(now, reset)
 		}
-		s.on, s.last, s.reset, s.limit = true, cur, reset, q.Limit
+		s.on, s.last, s.raw, s.limit = true, cur, reset, q.Limit
+		s.fixed, s.shown, s.first, s.reset = true, false, now, reset
 		s.expires = reset.Add(q.Reset)
 		s.from, s.next, s.measured = cur, reading{}, false
 		if first {
@@ -163,8 +180,17 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 		l.steer(now, first)
 		return nil
 	}
-	if reset.Before(s.reset) {
-		s.reset = reset
+	if d := reset.Sub(s.raw); d > fixedSlop || d < -fixedSlop {
+		s.fixed, s.shown = false, false
+	} else if f := math.Mod(now.Sub(s.first).Seconds(), 1); s.fixed && f > 0.1 && f < 0.9 {
+		// Answers a whole number of seconds apart read the same reset
+		// written in seconds from the answer too: these are not.
+		s.shown = true
+	}
+	s.raw = minTime(s.raw, reset)
+	s.reset = s.raw
+	if s.shown {
+		s.reset = s.raw.Add(-s.late)
 	}
 	if q.Limit != 0 {
 		s.limit = q.Limit
@@ -196,12 +222,19 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 // turns were seen; until then, the longest time to a reset seen at a
 // window's first answer. Every limiter reading the server comes to the
 // same length: that is what keeps their paces alike.
+//
+// A reset written as a time (X-RateLimit-Reset as a Unix time), the same
+// in every answer of the window, is rounded up to the second: late by up
+// to a second, by as much in every window. A window that turns before the
+// reset read says by how much at least; the most of those, up to a
+// second, is taken off such resets, which brings the one process that
+// sends the whole quota to its end instead of stopping short.
 func (s *quotaState) turned(now, reset time.Time) {
-	if !reset.After(s.reset.Add(windowSlop)) {
+	if !reset.After(s.raw.Add(windowSlop)) {
 		return // not a later window: a reset read anew
 	}
 	if !s.prev.IsZero() {
-		if w := math.Round(s.reset.Sub(s.prev).Seconds()); w >= 1 && (s.turns == 0 || w <= 1.5*s.window) {
+		if w := math.Round(s.raw.Sub(s.prev).Seconds()); w >= 1 && (s.turns == 0 || w <= 1.5*s.window) {
 			s.window = w
 			s.turns++
 		}
@@ -209,7 +242,11 @@ func (s *quotaState) turned(now, reset time.Time) {
 	if s.turns == 0 {
 		s.window = max(s.window, reset.Sub(now).Seconds())
 	}
-	s.prev = s.reset
+	if s.shown {
+		s.late = max(s.late, min(s.raw.Sub(now), time.Second))
+	}
+
+	s.prev = s.raw
 }
 
 // steer sets the limiter's share of the quota at now. The first quota
@@ -281,6 +318,13 @@ func (l *AdaptiveRateLimit) quotaTurn(now, at time.Time) time.Time {
 		return maxTime(at, t)
 	}
 	return maxTime(at, s.reset)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -118,6 +118,29 @@ func TestRateLimitedQuotaConverges(t *testing.T) {
 	}
 }
 
+// TestRateLimitedQuotaOneProcess: one process of twenty workers against
+// the same server, windows 0.01s after the second: the X-RateLimit reset,
+// a Unix time rounded up, reads 0.99s late in every window. The process
+// learns how late from the windows' turns and paces to the true reset: it
+// completes every call at at most 1.01 requests per call and sends at
+// least 0.97 of the quota over the second half, IETF and X-RateLimit
+// fields alike (a pace to the reset as read sent 0.67 of it).
+func TestRateLimitedQuotaOneProcess(t *testing.T) {
+	t.Parallel()
+	for _, pub := range []Publish{PublishIETF, PublishX} {
+		s := RateScenario{Processes: 1, Workers: 20, Duration: time.Minute, Limit: 20, Burst: 2, Wait: time.Second, Deadline: 10 * time.Second, MaxAttempts: 3,
+			Window: 5 * time.Second, Publish: pub, Phase: 10 * time.Millisecond}
+		r, err := runRate(s, RateRebound, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("publish %d: %.2f%% at %.3fx, %.2f of the quota", pub, 100*r.Succeeded, r.Load, r.MinShare)
+		if r.Succeeded < 1 || r.Load > 1.01 || r.MinShare < 0.97 {
+			t.Errorf("publish %d: %.2f%% at %.3fx, %.2f of the quota; want 100%% at at most 1.01x, at least 0.97 of the quota", pub, 100*r.Succeeded, r.Load, r.MinShare)
+		}
+	}
+}
+
 func TestRateLimitedDeterministic(t *testing.T) {
 	t.Parallel()
 	s := RateScenarios[1]
