@@ -3,6 +3,7 @@ package rebound
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -68,9 +69,28 @@ type quotaState struct {
 	fall       float64
 	measured   bool
 
-	rate    float64   // the rate the quota allows this limiter
-	updated time.Time // when rate was last set
-	expires time.Time // when rate stops applying: a window after the reset
+	// The pace: share × quota ÷ window. The quota is the published limit,
+	// else the most a window was seen to start with; the window is the
+	// time between two windows' resets (see turned). Every limiter
+	// reading the same server comes to the same two numbers.
+	share  float64
+	quota  float64
+	window float64   // seconds
+	prev   time.Time // the reset of the window before
+	turns  int       // windows whose length was measured
+
+	// The reset as read (the earliest of the window's answers); whether
+	// every answer read the same (fixed), and answers that were not a
+	// whole number of seconds after the window's first (at first) did
+	// (shown): a reset written as a time. late is what is taken off such
+	// a reset (see turned).
+	raw          time.Time
+	first        time.Time
+	fixed, shown bool
+	late         time.Duration
+	rate         float64   // the rate the quota allows this limiter, at updated
+	updated      time.Time // when share was last steered
+	expires      time.Time // when rate stops applying: a window after the reset
 }
 
 // reading is a remainder published with the answer at at to the
@@ -81,6 +101,12 @@ type reading struct {
 	at  time.Time
 	ok  bool
 }
+
+// fixedSlop is how far apart two answers may read a reset written as a
+// time: the answers are read a little after the server wrote them. Resets
+// written in seconds from the answer, read over a window, are as far
+// apart as the answers are, up to a second.
+const fixedSlop = 50 * time.Millisecond
 
 // windowSlop is how far apart two answers may put the reset of one
 // window: the reset is published in whole seconds, rounded.
@@ -94,15 +120,18 @@ const (
 	quotaSpanMax = 10 * time.Second
 )
 
-// Of the quota's rate: how far above the budget the remainder may fall
-// before the rate is cut, and how fast it climbs, in budgets per second.
-// Measured in `rebound sim -ratelimited` over eight seeds: a cut at once
-// (no margin) or a climb of 0.05 left ten processes less even (a
-// scaled-down ceiling while the remainder falls fast, and turns after
-// the reset at the quota's rate, cost 5-10% of the calls).
+// How the share is steered (see steer): the pull, per second, of the
+// remainder's lead on an even pace, and the climb of the share per
+// second. Measured in `rebound sim -ratelimited` and in
+// TestRateLimitedQuotaConverges (windows of 5s that start off the second,
+// ten processes, seeds 1-4): a pull of 3 or more, or a climb of 0.01,
+// left them less even (Jain 0.90-0.99); a climb of 0.05 with a pull of 2
+// lost 1.5% of the calls in the rows of 10s windows; a climb of 0.03 with
+// a pull of 1 kept Jain at 0.993 or more and lost none.
 const (
-	quotaOver  = 0.05
-	quotaClimb = 0.02
+	quotaPull  = 1
+	quotaClimb = 0.03
+	quotaFloor = 1e-3 // the least share: the limiter still sends
 )
 
 // publish takes q, published with the answer at now to the attempt seq.
@@ -115,7 +144,7 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 	}
 	s := &l.quota
 	reset := now.Add(q.Reset)
-	same := s.on && now.Before(s.reset) && !reset.After(s.reset.Add(windowSlop))
+	same := s.on && now.Before(s.reset) && !reset.After(s.raw.Add(windowSlop))
 	if same && s.limit != 0 && q.Limit != 0 && q.Limit != s.limit {
 		return fmt.Errorf("%w: limit %d within the window of limit %d", ErrQuota, q.Limit, s.limit)
 	}
@@ -125,20 +154,43 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 	}
 	cur := reading{rem: float64(q.Remaining), seq: seq, at: now, ok: true}
 	if !same {
-		// A quota that allowed nothing (the window spent when first
-		// seen) gave no pace to start from: this one starts afresh.
-		first := !s.on || !now.Before(s.expires) || s.rate <= 0
-		s.on, s.last, s.reset, s.limit = true, cur, reset, q.Limit
+		// A quota seen first, or again after its window and another
+		// passed with none, starts afresh.
+		first := !s.on || !now.Before(s.expires) || s.share <= 0
+		if first {
+			s.prev, s.turns, s.late = time.Time{}, 0, 0
+		} else {
+			s.turned(now, reset)
+		}
+		s.on, s.last, s.raw, s.limit = true, cur, reset, q.Limit
+		s.fixed, s.shown, s.first, s.reset = true, false, now, reset
 		s.expires = reset.Add(q.Reset)
 		s.from, s.next, s.measured = cur, reading{}, false
 		if first {
-			s.rate, s.updated = 0, now
+			// Until a window is seen from its start, the pace is the
+			// remainder over the time to the reset.
+			s.share, s.updated = 0, now
+			s.quota, s.window = cur.rem, q.Reset.Seconds()
+		} else {
+			s.quota = max(s.quota, cur.rem+1)
+			if q.Limit > 0 {
+				s.quota = float64(q.Limit)
+			}
 		}
 		l.steer(now, first)
 		return nil
 	}
-	if reset.Before(s.reset) {
-		s.reset = reset
+	if d := reset.Sub(s.raw); d > fixedSlop || d < -fixedSlop {
+		s.fixed, s.shown = false, false
+	} else if f := math.Mod(now.Sub(s.first).Seconds(), 1); s.fixed && f > 0.1 && f < 0.9 {
+		// Answers a whole number of seconds apart read the same reset
+		// written in seconds from the answer too: these are not.
+		s.shown = true
+	}
+	s.raw = minTime(s.raw, reset)
+	s.reset = s.raw
+	if s.shown {
+		s.reset = s.raw.Add(-s.late)
 	}
 	if q.Limit != 0 {
 		s.limit = q.Limit
@@ -162,39 +214,79 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 	return nil
 }
 
-// steer sets the quota's rate at now: first, the budget; then it is cut
-// by the budget over the fall when the remainder falls faster than the
-// budget (every limiter reading it sees that at once, and cuts in
-// proportion to what it sends; by half at most), and the measure starts
-// again; it climbs by the same amount for every limiter otherwise, which
-// evens their shares out (as AIMD does), never above the budget.
-func (l *AdaptiveRateLimit) steer(now time.Time, first bool) {
-	s := &l.quota
-	b, _ := l.budget(now)
-	dt := now.Sub(s.updated).Seconds()
-	s.updated = now
-	switch {
-	case first:
-		s.rate = b
-	case s.measured && s.fall > b*(1+quotaOver) && s.reset.Sub(now) >= max(time.Second, 2*now.Sub(s.from.at)):
-		// At most by half: a remainder spent to 0 leaves a pace to
-		// start the next window from.
-		s.rate *= max(b/s.fall, 0.5)
-		s.from, s.next, s.measured = s.last, reading{}, false
-	default:
-		s.rate = min(s.rate+quotaClimb*b*dt, max(s.rate, b))
+// turned notes, at now, the first answer of a window that resets at
+// reset, after the window that reset at s.reset. The window's length is
+// the time between the resets of the two windows before, to the second
+// (windows are whole seconds, and a reset read in whole seconds from the
+// answers is off by less than the time between two of them), once two
+// turns were seen; until then, the longest time to a reset seen at a
+// window's first answer. Every limiter reading the server comes to the
+// same length: that is what keeps their paces alike.
+//
+// A reset written as a time (X-RateLimit-Reset as a Unix time), the same
+// in every answer of the window, is rounded up to the second: late by up
+// to a second, by as much in every window. A window that turns before the
+// reset read says by how much at least; the most of those, up to a
+// second, is taken off such resets, which brings the one process that
+// sends the whole quota to its end instead of stopping short.
+func (s *quotaState) turned(now, reset time.Time) {
+	if !reset.After(s.raw.Add(windowSlop)) {
+		return // not a later window: a reset read anew
 	}
+	if !s.prev.IsZero() {
+		if w := math.Round(s.raw.Sub(s.prev).Seconds()); w >= 1 && (s.turns == 0 || w <= 1.5*s.window) {
+			s.window = w
+			s.turns++
+		}
+	}
+	if s.turns == 0 {
+		s.window = max(s.window, reset.Sub(now).Seconds())
+	}
+	if s.shown {
+		s.late = max(s.late, min(s.raw.Sub(now), time.Second))
+	}
+
+	s.prev = s.raw
 }
 
-// quotaCeiling returns the rate the quota allows at now; ok is false
-// when no quota applies (none was published, or the last one's window
-// has passed by a window's length).
+// steer sets the limiter's share of the quota at now. The first quota
+// seen gives it the whole: the limiter may be alone. Then the limiters
+// reading the quota each send share × quota ÷ window, and each compares
+// the remainder with an even pace through the window (quota × time to
+// the reset ÷ window): all of them read the same remainder, so all see
+// the same lead, at once, and each cuts its share in proportion to it
+// (by e^-lead per second; a remainder behind the pace lifts it), while
+// each adds the same small amount per second. That is AIMD with a
+// decrease every limiter takes together, which evens out their shares: a
+// limiter that starts late, or lost its share to chance, gains on the
+// others until they are even. (Cuts that each limiter took when its own
+// measure of the remainder's fall crossed the budget came at different
+// times to different limiters, so their shares wandered apart.)
+func (l *AdaptiveRateLimit) steer(now time.Time, first bool) {
+	s := &l.quota
+	dt := min(max(now.Sub(s.updated).Seconds(), 0), 1)
+	s.updated = now
+	if first {
+		s.share = 1
+	} else {
+		pace := s.quota * max(s.reset.Sub(now).Seconds(), 0) / s.window
+		lead := (pace - s.last.rem) / s.quota
+		s.share = min(max(s.share*math.Exp(-quotaPull*lead*dt)+quotaClimb*dt, quotaFloor), 1)
+	}
+	s.rate, _ = l.quotaCeiling(now)
+}
+
+// quotaCeiling returns the rate the quota allows at now, the share of the
+// quota's even pace; ok is false when no quota applies (none was
+// published, or the last one's window has passed by a window's length).
+// The pace of a window not seen from its start yet is the remainder over
+// the time to the reset.
 func (l *AdaptiveRateLimit) quotaCeiling(now time.Time) (float64, bool) {
 	s := &l.quota
-	if !s.on || !now.Before(s.expires) || s.rate <= 0 {
+	if !s.on || !now.Before(s.expires) || s.share <= 0 || s.quota <= 0 || s.window <= 0 {
 		return 0, false
 	}
-	return s.rate, true
+	return s.share * s.quota / s.window, true
 }
 
 // left returns the remainder estimated at now, with the attempts given
@@ -210,25 +302,15 @@ func (l *AdaptiveRateLimit) left(now time.Time) (rem float64, ok bool) {
 	return s.last.rem - float64(l.seq-s.last.seq) - others, true
 }
 
-// budget returns the rate that spends the remainder evenly until the
-// reset, the remainder taken as falling since the freshest answer at
-// the rate it fell; ok is false when no quota is in force.
-func (l *AdaptiveRateLimit) budget(now time.Time) (float64, bool) {
-	s := &l.quota
-	if !s.on || !now.Before(s.reset) {
-		return 0, false
-	}
-	rem := s.last.rem - max(s.fall, 0)*max(now.Sub(s.last.at).Seconds(), 0)
-	return max(rem, 0) / s.reset.Sub(now).Seconds(), true
-}
-
 // quotaTurn returns when an attempt whose turn is at may go as the quota
 // sees it: when the remainder is spent, at the reset, or MaxWait from now
 // if that is sooner. The attempts after it take turns at the rate from
 // there, not at the reset all at once.
 func (l *AdaptiveRateLimit) quotaTurn(now, at time.Time) time.Time {
 	s := &l.quota
-	rem, ok := l.left(now)
+	// The remainder as it will be at the turn: the others send until
+	// then too.
+	rem, ok := l.left(at)
 	if !ok || rem >= 1 {
 		return at
 	}
@@ -236,6 +318,13 @@ func (l *AdaptiveRateLimit) quotaTurn(now, at time.Time) time.Time {
 		return maxTime(at, t)
 	}
 	return maxTime(at, s.reset)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -171,3 +171,35 @@ func TestQuotaSpentFirstCapped(t *testing.T) {
 		prev = at
 	}
 }
+
+// TestQuotaTurnCountsOthers: a turn is held for the reset when the
+// remainder, as it will be at that turn, is spent, the others' sends until
+// then counted at the rate the remainder fell: here it falls by 40 a
+// second, this limiter's pace is slower, and 10 are left half a second
+// before the reset, so a turn goes at the reset before this limiter has
+// taken the 10 by itself.
+func TestQuotaTurnCountsOthers(t *testing.T) {
+	l := newQuotaLimit(t)
+	t0 := time.Unix(1_000_000, 0)
+	reset := t0.Add(time.Second)
+	for i := range 11 {
+		at := t0.Add(time.Duration(i) * 50 * time.Millisecond)
+		q := Quota{Remaining: int64(30 - 2*i), Reset: reset.Sub(at), Limit: 100}
+		if err := l.Observe(l.Reserve(at), at, RateFeedback{Quota: q}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := t0.Add(500 * time.Millisecond)
+	for i := range 10 {
+		if r := l.Reserve(now); !r.Time().Before(reset) {
+			switch {
+			case i == 0:
+				t.Fatal("the first turn, with 10 left, waits for the reset")
+			case i >= 9:
+				t.Fatalf("turn %d is the first at the reset: the others' sends until the turns were not counted", i)
+			}
+			return
+		}
+	}
+	t.Fatal("no turn of ten waits for the reset, with 10 left and the remainder falling by 40 a second")
+}

@@ -228,21 +228,24 @@ func (r Reservation) Delay(now time.Time) time.Duration { return max(0, r.at.Sub
 // A server that publishes its quota (the remainder of its window and the
 // time to its reset, [RateFeedback.Quota]) sets a ceiling on the rate
 // from the first answer, before any refusal: the remainder over the time
-// to the reset at first; then, since every process that shares the quota
-// reads the same falling remainder, each cuts its ceiling when the
-// remainder falls faster than that (by the budget over the fall: each
-// in proportion to what it sends) and otherwise climbs it back by the
-// same small step, as TCP's AIMD does, so that processes that never talk
-// move toward even shares. With nothing left the next turn is at the
-// reset, and the turns after it follow at the rate, not at the reset all
-// at once. The learned rate still applies below the ceiling (a refusal
-// cuts it as ever), and it is in charge alone again once a window has
-// passed its reset by its own length with no quota since. No quota keeps
-// a turn waiting longer than its MaxWait (the caller's Retry-After cap).
-// In `rebound sim -ratelimited`, ten processes sharing a published limit
-// of 20/s complete every call at 1.03 requests per call, Jain's index
-// 0.99, where they complete 97.5% at 1.35 learning from refusals.
-//
+// to the reset at first; then a share of the quota's even pace (the
+// window's quota over its length, both learned from the answers). Every
+// process that shares the quota reads the same falling remainder, so
+// every one sees at once how far it runs ahead of an even pace through
+// the window: each cuts its share in proportion to that lead, together,
+// and otherwise lifts it by the same small step, as TCP's AIMD does, so
+// that processes that never talk converge on even shares, a late one
+// too. Sends spread through the window at that pace: no burst at the
+// reset. A turn waits for the reset when the remainder, as it will be at
+// that turn, is spent; the turns after it follow at the rate, not at the
+// reset all at once. The learned rate still applies below the ceiling (a
+// refusal cuts it as ever), and it is in charge alone again once a window
+// has passed its reset by its own length with no quota since. No quota
+// keeps a turn waiting longer than its MaxWait (the caller's Retry-After
+// cap). In `rebound sim -ratelimited`, ten processes sharing a published
+// limit of 20/s complete every call at 1.00 requests per call, Jain's
+// index 0.9998, where they complete 97.5% at 1.35 learning from refusals.
+
 // Time is an argument, so that tests and simulations drive it; waiting is
 // the caller's (the clients of grpcretry, connectretry and httpretry wait
 // within the call's context, never holding a lock). An AdaptiveRateLimit

@@ -489,24 +489,25 @@ func TestAdaptiveRateLimitMeasureWhileRefusing(t *testing.T) {
 
 // BenchmarkAdaptiveRateLimit is the limiter's cost per attempt, Reserve and
 // Observe, from parallel goroutines sharing one limiter: before any
-// throttle, and limiting at a rate no attempt has to wait for.
+// throttle, limiting at a rate no attempt has to wait for, and paced by a
+// quota every answer publishes, one no attempt has to wait for either.
 func BenchmarkAdaptiveRateLimit(b *testing.B) {
-	for _, limiting := range []bool{false, true} {
-		name := "open"
-		if limiting {
-			name = "limiting"
-		}
+	for _, name := range []string{"open", "limiting", "quota"} {
 		b.Run(name, func(b *testing.B) {
 			l, _ := rebound.NewAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 1e12})
-			if limiting {
+			var f rebound.RateFeedback
+			switch name {
+			case "limiting":
 				l.Observe(l.Reserve(time.Now()), time.Now(), rebound.RateFeedback{SlowDown: true})
+			case "quota":
+				f.Quota = rebound.Quota{Remaining: 1e15, Limit: 1e15, Reset: time.Hour}
 			}
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					now := time.Now()
 					r := l.Reserve(now)
-					l.Observe(r, now, rebound.RateFeedback{})
+					l.Observe(r, now, f)
 				}
 			})
 		})

@@ -108,8 +108,12 @@ failures stop protecting the server, then 10,000 at 0.1 through every
 -attack-rate itself, and it draws no chart: -html writes its table as a
 page.
 
--ratelimited prints instead every client policy against a rate-limited API;
-only -seed and -html apply to it.`,
+-ratelimited prints instead every client policy against a rate-limited API:
+a limit of 20 req/s with a burst of 2, one process of 20 workers and ten of
+2 sharing it; then servers that publish their quota (10 s windows of 200
+requests), in IETF RateLimit fields with one process and with ten, and in
+X-RateLimit fields (the reset a Unix time) with ten, where rebound's rate
+limit paces to the remainder it reads. Only -seed and -html apply to it.`,
 }
 
 // fleetSets are the flags each row of -fleet sets itself.

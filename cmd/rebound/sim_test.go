@@ -418,7 +418,7 @@ func TestSimHelp(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"usage: rebound sim", "Model:", "-outage-capacity", "-svg", "-fleet", "-ratelimited"} {
+	for _, want := range []string{"usage: rebound sim", "Model:", "-outage-capacity", "-svg", "-fleet", "-ratelimited", "publish their quota", "IETF RateLimit", "X-RateLimit"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("help lacks %q:\n%s", want, out)
 		}

@@ -85,6 +85,12 @@ type RateScenario struct {
 	Window time.Duration
 	// Publish is the quota the server publishes on each answer.
 	Publish Publish
+	// Phase is how long after a whole second the fixed windows start: a
+	// server's windows start at its first request, so that a reset
+	// written as a Unix time reads up to a second late.
+	Phase time.Duration
+	// Late is how long after the others the last process starts.
+	Late time.Duration
 }
 
 // Publish says which rate-limit fields a scenario's server publishes.
@@ -132,7 +138,7 @@ const rtt = 2 * time.Millisecond
 
 // RunRateLimited runs every policy on s with seed, in policy order.
 func RunRateLimited(ctx context.Context, s RateScenario, seed uint64) ([]RateResult, error) {
-	if s.Processes < 1 || s.Workers < 1 || (s.Calls < 1) == (s.Duration <= 0) || s.Duration > time.Hour || !(s.Limit > 0) || !(s.Burst >= 1) || s.Deadline <= 0 || s.MaxAttempts < 1 ||
+	if s.Processes < 1 || s.Workers < 1 || (s.Calls < 1) == (s.Duration <= 0) || s.Duration > time.Hour || !(s.Limit > 0) || !(s.Burst >= 1) || s.Deadline <= 0 || s.MaxAttempts < 1 || s.Phase < 0 || s.Late < 0 ||
 		s.Processes*s.Calls > 100_000 {
 		return nil, fmt.Errorf("sim: invalid rate-limited scenario %+v", s)
 	}
@@ -181,7 +187,8 @@ func (r *rateRun) after(at time.Time, do func(time.Time)) {
 func (r *rateRun) serve(now time.Time) (bool, rebound.Quota, time.Duration) {
 	r.seen++
 	if r.s.Window > 0 {
-		start := time.Unix(0, now.UnixNano()/int64(r.s.Window)*int64(r.s.Window))
+		off := now.UnixNano() - int64(r.s.Phase)
+		start := time.Unix(0, off/int64(r.s.Window)*int64(r.s.Window)+int64(r.s.Phase))
 		if !start.Equal(r.window) {
 			r.window, r.used = start, 0
 		}
@@ -250,9 +257,13 @@ func runRate(s RateScenario, p RatePolicy, seed uint64) (RateResult, error) {
 		case RateAWS:
 			pr.aws = newAWSLimiter(r.t0)
 		}
+		start := r.t0
+		if i == s.Processes-1 {
+			start = start.Add(s.Late)
+		}
 		for range s.Workers {
 			// Workers start within the first millisecond, as goroutines do.
-			r.after(r.t0.Add(time.Duration(r.rng.Int64N(int64(time.Millisecond)))), func(now time.Time) { r.nextCall(pr, now) })
+			r.after(start.Add(time.Duration(r.rng.Int64N(int64(time.Millisecond)))), func(now time.Time) { r.nextCall(pr, now) })
 		}
 	}
 	for len(r.q) > 0 {

@@ -53,8 +53,9 @@ func TestRateLimited(t *testing.T) {
 // with ten. Reading the quota, rebound's rate limit loses no call with
 // one process at at most 1.01 requests per call; with ten it completes at
 // least 99.5% of the calls at at most 1.05 requests per call, with Jain's
-// index at least 0.99 (over seeds 1-8: at least 99.9%, at most 1.031x,
-// Jain 0.990 at worst), ahead of the AWS SDKs' mode in the same run.
+// index at least 0.99 (over seeds 1-8: 100% at 1.000x, Jain 0.9997 at
+// worst, every share 0.94-1.00), ahead of the AWS SDKs' mode in the same
+// run.
 func TestRateLimitedQuota(t *testing.T) {
 	t.Parallel()
 	for _, s := range RateScenarios {
@@ -83,6 +84,60 @@ func TestRateLimitedQuota(t *testing.T) {
 				t.Errorf("rebound %.2f%% at %.3fx, the AWS SDKs' mode %.2f%% at %.3fx: want more calls at less load", 100*r.Succeeded, r.Load, 100*a.Succeeded, a.Load)
 			}
 		})
+	}
+}
+
+// TestRateLimitedQuotaConverges is bench BenchmarkQuota's shape of issue
+// 34 in the simulation: ten processes of two workers share 100 requests
+// per window of 5s for 60s, the windows starting off the whole second
+// (0.37s after it, so that a reset written as a Unix time reads 0.63s
+// late), and the tenth process starts 15s after the others, alone as far
+// as it knows. Reading the same falling remainder, without a word between
+// them, they complete at least 99.5% of the calls at at most 1.05
+// requests per call, and over the second half Jain's index of their
+// shares is at least 0.99, and every process gets at least 0.75 of a
+// fair share: with IETF fields and with X-RateLimit fields, over seeds
+// 1-4 (0.993-0.998 and 0.81 at least; the AIMD cuts each process took on
+// its own measure gave 0.932-0.996, and 0.61).
+func TestRateLimitedQuotaConverges(t *testing.T) {
+	t.Parallel()
+	for _, pub := range []Publish{PublishIETF, PublishX} {
+		for seed := uint64(1); seed <= 4; seed++ {
+			s := RateScenario{Processes: 10, Workers: 2, Duration: time.Minute, Limit: 20, Burst: 2, Wait: time.Second, Deadline: 10 * time.Second, MaxAttempts: 3,
+				Window: 5 * time.Second, Publish: pub, Phase: 370 * time.Millisecond, Late: 15 * time.Second}
+			r, err := runRate(s, RateRebound, seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("publish %d, seed %d: %.2f%% at %.3fx, shares %.2f-%.2f, Jain %.4f", pub, seed, 100*r.Succeeded, r.Load, r.MinShare, r.MaxShare, r.Jain)
+			if r.Succeeded < 0.995 || r.Load > 1.05 || r.MinShare < 0.75 || r.Jain < 0.99 {
+				t.Errorf("publish %d, seed %d: %.2f%% at %.3fx, shares %.2f-%.2f, Jain %.4f; want at least 99.5%% at at most 1.05x, every share at least 0.75, Jain at least 0.99",
+					pub, seed, 100*r.Succeeded, r.Load, r.MinShare, r.MaxShare, r.Jain)
+			}
+		}
+	}
+}
+
+// TestRateLimitedQuotaOneProcess: one process of twenty workers against
+// the same server, windows 0.01s after the second: the X-RateLimit reset,
+// a Unix time rounded up, reads 0.99s late in every window. The process
+// learns how late from the windows' turns and paces to the true reset: it
+// completes every call at at most 1.01 requests per call and sends at
+// least 0.97 of the quota over the second half, IETF and X-RateLimit
+// fields alike (a pace to the reset as read sent 0.67 of it).
+func TestRateLimitedQuotaOneProcess(t *testing.T) {
+	t.Parallel()
+	for _, pub := range []Publish{PublishIETF, PublishX} {
+		s := RateScenario{Processes: 1, Workers: 20, Duration: time.Minute, Limit: 20, Burst: 2, Wait: time.Second, Deadline: 10 * time.Second, MaxAttempts: 3,
+			Window: 5 * time.Second, Publish: pub, Phase: 10 * time.Millisecond}
+		r, err := runRate(s, RateRebound, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("publish %d: %.2f%% at %.3fx, %.2f of the quota", pub, 100*r.Succeeded, r.Load, r.MinShare)
+		if r.Succeeded < 1 || r.Load > 1.01 || r.MinShare < 0.97 {
+			t.Errorf("publish %d: %.2f%% at %.3fx, %.2f of the quota; want 100%% at at most 1.01x, at least 0.97 of the quota", pub, 100*r.Succeeded, r.Load, r.MinShare)
+		}
 	}
 }
 
