@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -207,6 +208,21 @@ func TestLoopbackFleet(t *testing.T) {
 				}
 				if shed := 1 - res[Shed].SuccessRate; shed < 0.1 {
 					t.Errorf("shed: %.1f%% of the requests failed, want a tenth or more", 100*shed)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFleetRow runs each row of the fleet table at full size, all
+// policies: the engine's cost per row, which go test -race multiplies.
+func BenchmarkFleetRow(b *testing.B) {
+	for i, s := range FleetScenarios {
+		b.Run(fmt.Sprintf("%d-%v", i, s.Shape), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := RunFleet(context.Background(), DefaultConfig, []FleetScenario{s}); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})
