@@ -23,14 +23,15 @@ var fleetHeader = map[sim.Policy]string{
 	sim.Concurrency:  "concurrency budget per client",
 }
 
-// runFleet runs the fleet-scale rows from c and prints them as a Markdown
-// table: the load amplification during the outage, and the goodput over
-// the run, of every policy. html, if not "", gets the same as a page.
-func runFleet(ctx context.Context, c sim.Config, html string, stdout, stderr io.Writer) int {
+// runFleet runs the fleet-scale rows (sim.FleetScenarios) from c and
+// prints them as a Markdown table: the load amplification during the
+// outage, and the goodput over the run, of every policy. html, if not "",
+// gets the same as a page.
+func runFleet(ctx context.Context, c sim.Config, rows []sim.FleetScenario, html string, stdout, stderr io.Writer) int {
 	if code, ok := simRunError(c.Validate(), stderr); !ok {
 		return code
 	}
-	reports, err := sim.RunFleet(ctx, c, sim.FleetScenarios)
+	reports, err := sim.RunFleet(ctx, c, rows)
 	if err != nil {
 		fmt.Fprintf(stderr, "rebound sim: -fleet: %v\n", err)
 		return 1

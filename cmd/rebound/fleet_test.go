@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -29,22 +30,43 @@ func tableRows(out string) [][]string {
 // same table as a page. The outage is made short (the base flags apply to
 // every row): internal/sim's TestFleet checks what the full rows show,
 // the figures README and BENCHMARKS.md quote, on the same RunFleet that
-// the command prints.
+// the command prints. With -short the rows are a fiftieth of the size
+// (their 10,000 clients each, and the server's capacity), printed by
+// runFleet, which sim -fleet calls with the rows whole; a full run prints
+// them through the command.
 func TestSimFleet(t *testing.T) {
 	t.Chdir(t.TempDir())
 	c := sim.DefaultConfig
 	c.Duration, c.OutageStart, c.OutageLength = 3*time.Second, time.Second, time.Second
-	args := []string{"sim", "-fleet", "-duration", "3s", "-outage-start", "1s", "-outage-length", "1s"}
 	page := filepath.Join(t.TempDir(), "fleet.html")
-	out, stderr, code := runCLI(t, append(args, "-html", page)...)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
+	scenarios := sim.FleetScenarios
+	var out string
+	if testing.Short() {
+		const k = 50
+		c.Capacity /= k
+		scenarios = slices.Clone(scenarios)
+		for i := range scenarios {
+			scenarios[i].Clients /= k
+			scenarios[i].AttackRate /= k
+		}
+		var o, e bytes.Buffer
+		if code := runFleet(context.Background(), c, scenarios, page, &o, &e); code != 0 {
+			t.Fatalf("exit %d: %s", code, e.String())
+		}
+		out = o.String()
+	} else {
+		args := []string{"sim", "-fleet", "-duration", "3s", "-outage-start", "1s", "-outage-length", "1s"}
+		o, stderr, code := runCLI(t, append(args, "-html", page)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		out = o
 	}
 	rows := tableRows(out)
 	if len(rows) != 1+len(sim.FleetScenarios) || !strings.Contains(strings.Join(rows[0], "|"), "server shedding + pushback") {
 		t.Fatalf("table rows:\n%s", out)
 	}
-	reports, err := sim.RunFleet(context.Background(), c, sim.FleetScenarios)
+	reports, err := sim.RunFleet(context.Background(), c, scenarios)
 	if err != nil {
 		t.Fatal(err)
 	}

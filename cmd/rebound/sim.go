@@ -192,7 +192,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return simHelp.fail(stderr, "%v", err)
 	}
 	if *fleet {
-		return runFleet(ctx, c, *htmlPath, stdout, stderr)
+		return runFleet(ctx, c, sim.FleetScenarios, *htmlPath, stdout, stderr)
 	}
 	if *rateLimited {
 		return runRateLimited(ctx, sim.RateScenarios, c.Seed, *htmlPath, stdout, stderr)

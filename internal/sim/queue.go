@@ -2,10 +2,11 @@ package sim
 
 import "time"
 
-// The simulations spend most of their time in their event queues, and the
+// The simulations spend much of their time in their event queues, and the
 // README's `go test -race` runs them under the race detector, which
-// charges for every call and every allocation: so the rate-limited
-// scenario's queue is typed, and allocates only to grow.
+// charges for every call, every memory access and every allocation: so
+// the queues are typed, allocate only to grow, and keep in a FIFO what
+// falls due in the order it is made.
 
 // timed is a value that falls due at a virtual time.
 type timed[V any] struct {
@@ -67,5 +68,43 @@ func (h *timedHeap[V]) pop() timed[V] {
 		i = least
 	}
 	*h = q
+	return x
+}
+
+// fifo is a queue of values that fall due in the order they are pushed,
+// as those made a fixed time after now do: it keeps them in order at a
+// fraction of a heap's cost.
+type fifo[V any] struct {
+	q    []timed[V]
+	from int // q[from:] are queued
+}
+
+// head returns the first element, or nil; it stays valid until the next
+// push or pop.
+func (f *fifo[V]) head() *timed[V] {
+	if f.from == len(f.q) {
+		return nil
+	}
+	return &f.q[f.from]
+}
+
+// push adds x, which must not fall due before the last element pushed.
+func (f *fifo[V]) push(x timed[V]) { f.q = append(f.q, x) }
+
+// pop removes and returns the first element; f must not be empty.
+func (f *fifo[V]) pop() timed[V] {
+	x := f.q[f.from]
+	f.q[f.from] = timed[V]{} // drop what V points to
+	f.from++
+	switch {
+	case f.from == len(f.q):
+		f.q, f.from = f.q[:0], 0
+	case f.from >= 1024 && 2*f.from >= len(f.q):
+		// A queue that never empties moves its elements down once the
+		// popped half is dead weight, so its array does not grow.
+		n := copy(f.q, f.q[f.from:])
+		clear(f.q[n:])
+		f.q, f.from = f.q[:n], 0
+	}
 	return x
 }

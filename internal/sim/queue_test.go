@@ -27,3 +27,30 @@ func TestTimedHeapOrder(t *testing.T) {
 		t.Fatal("the heap is not empty")
 	}
 }
+
+// TestFIFOOrder pushes values due in order, popping as it goes, past the
+// point where the queue moves its elements down.
+func TestFIFOOrder(t *testing.T) {
+	var f fifo[int]
+	next := 0
+	for i := range 10_000 {
+		f.push(timed[int]{at: time.Duration(i), seq: uint64(i), v: i})
+		if i%3 != 0 {
+			if got := f.pop(); got.v != next {
+				t.Fatalf("pop = %d, want %d", got.v, next)
+			}
+			next++
+		}
+	}
+	if cap(f.q) > 8192 {
+		t.Errorf("capacity %d for at most %d queued", cap(f.q), 10_000-next)
+	}
+	for ; f.head() != nil; next++ {
+		if got := f.pop(); got.v != next {
+			t.Fatalf("pop = %d, want %d", got.v, next)
+		}
+	}
+	if next != 10_000 {
+		t.Fatalf("%d popped, want 10000", next)
+	}
+}
