@@ -384,9 +384,11 @@ func (l *AdaptiveRateLimit) ReserveBy(now, deadline time.Time) (Reservation, boo
 			tokens = -next.Sub(now).Seconds() * l.rate
 		}
 	}
-	if q := l.quotaTurn(now, at); !q.Equal(at) {
-		at = q
-		tokens = -at.Sub(now).Seconds() * l.rate
+	if l.quota.on {
+		if q := l.quotaTurn(now, at); !q.Equal(at) {
+			at = q
+			tokens = -at.Sub(now).Seconds() * l.rate
+		}
 	}
 	if !deadline.IsZero() && at.After(deadline) {
 		l.refused = now
