@@ -37,8 +37,10 @@ func quotaMD(fields map[string]string) metadata.MD {
 // publishes what is left in its response metadata (ratelimit and
 // ratelimit-policy for unary calls, x-ratelimit-* for streams) refuses
 // nothing of four callers that loop for 4s with WithRateLimitQuota, and
-// serves at least 15; without it, the server refuses some.
+// serves at least 15; without it, the server refuses some (the callers
+// stop at its first refusal).
 func TestRateLimitQuotaPaces(t *testing.T) {
+	t.Parallel()
 	for _, shape := range []string{"unary", "server stream"} {
 		for _, on := range []bool{true, false} {
 			if !on && shape != "unary" {
@@ -91,7 +93,7 @@ func TestRateLimitQuotaPaces(t *testing.T) {
 				var wg sync.WaitGroup
 				for range 4 {
 					wg.Go(func() {
-						for time.Now().Before(stop) {
+						for time.Now().Before(stop) && (on || q.Refused() == 0) {
 							ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 							var err error
 							if shape == "unary" {
