@@ -427,6 +427,7 @@ func TestAdaptiveThrottleBehindRateLimit(t *testing.T) {
 // the third second on, refusing ten thousand calls a second: the
 // refusals ran the queue ahead of every deadline.)
 func TestAdaptiveRateLimitRecovers(t *testing.T) {
+	t.Parallel()
 	lim := limittest.New(20, 2, 2*time.Second)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if !lim.Allow() {
