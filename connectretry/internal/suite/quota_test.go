@@ -43,10 +43,13 @@ func quotaServer(t *testing.T, e env, q *quotatest.Quota) *server {
 // and server streams, in the Connect and gRPC protocols: a server that
 // allows 15 calls in each 3s window and publishes what is left refuses
 // nothing of four callers that loop for 4s with WithRateLimitQuota, and
-// serves at least 15; without it, the server refuses some.
+// serves at least 15; without it, the server refuses some (the callers
+// stop at its first refusal). The cases wait out the window side by side.
 func TestRateLimitQuotaPaces(t *testing.T) {
+	t.Parallel()
 	for _, p := range []protocol{{}, grpcH2C} {
 		eachMajor(t, p, func(t *testing.T, e env) {
+			t.Parallel()
 			for _, shape := range []string{"unary", "server stream"} {
 				for _, on := range []bool{true, false} {
 					name := shape
@@ -74,7 +77,7 @@ func TestRateLimitQuotaPaces(t *testing.T) {
 						var wg sync.WaitGroup
 						for range 4 {
 							wg.Go(func() {
-								for time.Now().Before(stop) {
+								for time.Now().Before(stop) && (on || q.Refused() == 0) {
 									ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 									var err error
 									if shape == "unary" {
