@@ -562,9 +562,10 @@ func TestPerAttemptRecvTimeoutConfig(t *testing.T) {
 // (its answer came in time) or is retried (its timer fired first); never
 // does a call commit to an attempt whose timer has cut it, which would
 // end the stream with an error that no retry follows. The server's delay
-// walks across the timeout to meet the timer at the same instant. It
-// runs alone: its retries have 20ms to answer, which tests running beside
-// it on a loaded machine took from them.
+// walks across the timeout to meet the timer at the same instant, in
+// steps of 0.1ms, twice (with -short, once). It runs alone: its retries
+// have 20ms to answer, which tests running beside it on a loaded machine
+// took from them.
 func TestPerAttemptTimeoutHeadersAtTheInstant(t *testing.T) {
 	const timeout = 20 * time.Millisecond
 	srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(_ int, r *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
@@ -582,7 +583,11 @@ func TestPerAttemptTimeoutHeadersAtTheInstant(t *testing.T) {
 	// Retries answer at once, but a loaded machine may still take a
 	// timeout over one: five attempts.
 	tc, _ := client(t, srv, retryConfig(t, 5, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(timeout))
-	for i := range 120 {
+	calls := 120
+	if testing.Short() {
+		calls = 60
+	}
+	for i := range calls {
 		delay := timeout - 3*time.Millisecond + time.Duration(i%60)*100*time.Microsecond
 		req := &testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{IntervalUs: int32(delay / time.Microsecond)}}}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
