@@ -514,7 +514,6 @@ func TestAdaptiveThrottleStreamGivesTurnBack(t *testing.T) {
 // clock: the handler soon accepts more than 20 a second again. It takes
 // seconds, and the gates are the engine's: -short runs it once.
 func TestAdaptiveRateLimitRecovers(t *testing.T) {
-	t.Parallel()
 	eachOnce(t, func(t *testing.T, e env) {
 		lim := limittest.New(20, 2, 2*time.Second)
 		name := "recovers-" + uniqueName(t)
