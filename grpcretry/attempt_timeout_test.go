@@ -84,6 +84,7 @@ func hangFirst(n int, deadlines chan<- serverDeadline) grpctest.Handlers {
 }
 
 func TestPerAttemptTimeoutUnaryRetries(t *testing.T) {
+	t.Parallel()
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
 		deadlines := make(chan serverDeadline, 3)
 		srv := grpctest.Start(t, hangFirst(1, deadlines))
@@ -121,6 +122,7 @@ func TestPerAttemptTimeoutUnaryRetries(t *testing.T) {
 }
 
 func TestPerAttemptTimeoutUnaryEveryAttemptHangs(t *testing.T) {
+	t.Parallel()
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
 		srv := grpctest.Start(t, hangFirst(1<<30, nil))
 		tc, _ := client(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(d))
@@ -148,6 +150,7 @@ func TestPerAttemptTimeoutUnaryEveryAttemptHangs(t *testing.T) {
 // TestPerAttemptTimeoutCallDeadlineFirst: when the call's deadline comes
 // before the per-attempt one, the call's deadline is what ends it.
 func TestPerAttemptTimeoutCallDeadlineFirst(t *testing.T) {
+	t.Parallel()
 	// The call's deadline must pass while the attempt is at the server.
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
 		srv := grpctest.Start(t, hangFirst(1<<30, nil))
@@ -171,6 +174,7 @@ func TestPerAttemptTimeoutCallDeadlineFirst(t *testing.T) {
 // TestPerAttemptTimeoutCountsAgainstThrottle: each timed-out attempt takes
 // a token; once the throttle is at half, the next timeout is not retried.
 func TestPerAttemptTimeoutCountsAgainstThrottle(t *testing.T) {
+	t.Parallel()
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
 		srv := grpctest.Start(t, hangFirst(1<<30, nil))
 		cfg := retryConfig(t, 2, `"UNAVAILABLE"`, `,"retryThrottling":{"maxTokens":4,"tokenRatio":0.1}`)
@@ -196,6 +200,7 @@ func TestPerAttemptTimeoutCountsAgainstThrottle(t *testing.T) {
 }
 
 func TestPerAttemptTimeoutServerStream(t *testing.T) {
+	t.Parallel()
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
 		deadlines := make(chan bool, 3)
 		srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(n int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
@@ -255,6 +260,7 @@ func TestPerAttemptTimeoutServerStream(t *testing.T) {
 }
 
 func TestPerAttemptTimeoutBidi(t *testing.T) {
+	t.Parallel()
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
 		srv := grpctest.Start(t, grpctest.Handlers{Bidi: func(n int, s grpc.BidiStreamingServer[testpb.StreamingOutputCallRequest, testpb.StreamingOutputCallResponse]) error {
 			m, err := s.Recv()
@@ -311,6 +317,7 @@ func TestPerAttemptTimeoutBidi(t *testing.T) {
 // TestPerAttemptTimeoutNeverCutsCommittedStream: a stream that sends
 // headers and then goes quiet for several timeouts is not cut.
 func TestPerAttemptTimeoutNeverCutsCommittedStream(t *testing.T) {
+	t.Parallel()
 	// The headers must come within the timeout for the stream to commit;
 	// on a busy machine they may not, and the attempt is cut before it
 	// commits, as it should be.
@@ -363,6 +370,7 @@ func TestPerAttemptTimeoutNeverCutsCommittedStream(t *testing.T) {
 }
 
 func TestPerAttemptTimeoutStreamEveryAttemptHangs(t *testing.T) {
+	t.Parallel()
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
 		srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(n int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
 			<-s.Context().Done()
@@ -392,6 +400,7 @@ func TestPerAttemptTimeoutStreamEveryAttemptHangs(t *testing.T) {
 // three times the timeout, on the real clock, does not eat the retry's
 // time, for a unary call and a stream alike.
 func TestPerAttemptTimeoutStartsAfterBackoff(t *testing.T) {
+	t.Parallel()
 	// A timer started at scheduling would cut the retry whatever the
 	// timeout, so a run that fails at every timeout is the bug, not a
 	// slow machine.
@@ -450,6 +459,7 @@ func TestPerAttemptTimeoutStartsAfterBackoff(t *testing.T) {
 // TestPerAttemptTimeoutObserved: cut attempts count in the metric
 // counter and the decision log, as in Stats.
 func TestPerAttemptTimeoutObserved(t *testing.T) {
+	t.Parallel()
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
 		srv := grpctest.Start(t, hangFirst(2, nil))
 		reader := sdkmetric.NewManualReader()
@@ -501,6 +511,7 @@ func TestWithPerAttemptTimeoutInvalid(t *testing.T) {
 // perAttemptRecvTimeout works as the option does, and with both the
 // smaller applies. retryableStatusCodes may then be empty.
 func TestPerAttemptRecvTimeoutConfig(t *testing.T) {
+	t.Parallel()
 	// d stands for the timeout the test gives the attempts.
 	for _, tc := range []struct{ name, config, option string }{
 		{"config", "d", ""},
@@ -551,7 +562,10 @@ func TestPerAttemptRecvTimeoutConfig(t *testing.T) {
 // (its answer came in time) or is retried (its timer fired first); never
 // does a call commit to an attempt whose timer has cut it, which would
 // end the stream with an error that no retry follows. The server's delay
-// walks across the timeout to meet the timer at the same instant.
+// walks across the timeout to meet the timer at the same instant, in
+// steps of 0.1ms, twice (with -short, once). It runs alone: its retries
+// have 20ms to answer, which tests running beside it on a loaded machine
+// took from them.
 func TestPerAttemptTimeoutHeadersAtTheInstant(t *testing.T) {
 	const timeout = 20 * time.Millisecond
 	srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(_ int, r *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
@@ -569,7 +583,11 @@ func TestPerAttemptTimeoutHeadersAtTheInstant(t *testing.T) {
 	// Retries answer at once, but a loaded machine may still take a
 	// timeout over one: five attempts.
 	tc, _ := client(t, srv, retryConfig(t, 5, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(timeout))
-	for i := range 120 {
+	calls := 120
+	if testing.Short() {
+		calls = 60
+	}
+	for i := range calls {
 		delay := timeout - 3*time.Millisecond + time.Duration(i%60)*100*time.Microsecond
 		req := &testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{IntervalUs: int32(delay / time.Microsecond)}}}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -674,6 +692,7 @@ func TestPerAttemptTimeoutMessageAsTimerFires(t *testing.T) {
 // ends DEADLINE_EXCEEDED with ErrAttemptTimeout after maxAttempts,
 // whatever the code.
 func TestPerAttemptTimeoutUnaryServerAnswersFirst(t *testing.T) {
+	t.Parallel()
 	// Long enough that each attempt reaches the server on a loaded
 	// machine, under -race, before the client's timer; the subtests run
 	// in parallel.

@@ -22,10 +22,16 @@ import (
 	"github.com/rebound-go/rebound/grpcretry"
 	"github.com/rebound-go/rebound/internal/clocktest"
 	"github.com/rebound-go/rebound/internal/grpctest"
+	"github.com/rebound-go/rebound/internal/paralleltest"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The tests that run in parallel wait out timeouts, quota windows and
+	// rate limits on the real clock: they wait, they hardly compute.
+	paralleltest.Set()
+	goleak.VerifyTestMain(m)
+}
 
 // retryConfig is a service config with a retry policy on the test service.
 func retryConfig(t testing.TB, maxAttempts int, codes string, extra string) *serviceconfig.Config {

@@ -516,6 +516,7 @@ func TestHedgeThrottle(t *testing.T) {
 }
 
 func TestHedgeDeadlineCoversAllHedges(t *testing.T) {
+	t.Parallel()
 	s := newScript(t)
 	srv := grpctest.Start(t, s.handlers())
 	cc, clk := hedgeClient(t, srv, hedgeConfig(t, 3, "0.1s", ""), nil)

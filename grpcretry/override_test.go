@@ -184,6 +184,7 @@ func TestOverrideInvalid(t *testing.T) {
 }
 
 func TestOverridePerAttemptTimeout(t *testing.T) {
+	t.Parallel()
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
 		srv := grpctest.Start(t, hangFirst(1, nil))
 		tc, c, _ := statsClient(t, srv, retryConfig(t, 3, `"UNAVAILABLE"`, ""))

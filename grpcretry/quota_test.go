@@ -36,9 +36,12 @@ func quotaMD(fields map[string]string) metadata.MD {
 // server streams: a server that allows 15 calls in each 3s window and
 // publishes what is left in its response metadata (ratelimit and
 // ratelimit-policy for unary calls, x-ratelimit-* for streams) refuses
-// nothing of four callers that loop for 4s with WithRateLimitQuota, and
-// serves at least 15; without it, the server refuses some.
+// nothing of four callers that loop for 4s with WithRateLimitQuota (on a
+// busy machine until it has served 15, within 20s), and serves at least
+// 15; without it, the server refuses some (the callers stop at its first
+// refusal).
 func TestRateLimitQuotaPaces(t *testing.T) {
+	t.Parallel()
 	for _, shape := range []string{"unary", "server stream"} {
 		for _, on := range []bool{true, false} {
 			if !on && shape != "unary" {
@@ -86,12 +89,12 @@ func TestRateLimitQuotaPaces(t *testing.T) {
 					t.Fatal(err)
 				}
 				tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
-				stop := time.Now().Add(4 * time.Second)
+				start := time.Now()
 				var failed atomic.Int64
 				var wg sync.WaitGroup
 				for range 4 {
 					wg.Go(func() {
-						for time.Now().Before(stop) {
+						for !q.Enough(on, start, 4*time.Second) && time.Since(start) < 20*time.Second {
 							ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 							var err error
 							if shape == "unary" {

@@ -451,6 +451,7 @@ func TestAdaptiveThrottleBehindRateLimit(t *testing.T) {
 // callers on the real clock: the server soon accepts more than 20 a
 // second again.
 func TestAdaptiveRateLimitRecovers(t *testing.T) {
+	t.Parallel()
 	lim := limittest.New(20, 2, 2*time.Second)
 	name := fmt.Sprint("recovers-", time.Now().UnixNano())
 	srv := grpctest.Start(t, grpctest.Handlers{

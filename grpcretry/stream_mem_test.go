@@ -29,8 +29,8 @@ func liveHeap() int64 {
 	return int64(ms.HeapAlloc)
 }
 
-// TestStreamMemoryBounded streams 64 MiB through a client stream with a 1
-// MiB per-RPC limit. Attempt 1 fails after 16 messages, so the call is retried
+// TestStreamMemoryBounded streams 64 MiB (16 MiB with -short, still 16
+// times the limit) through a client stream with a 1 MiB per-RPC limit. Attempt 1 fails after 16 messages, so the call is retried
 // and what was kept is replayed; then the buffer overflows and the call
 // commits. The retry layer never keeps more than the limit: its own count,
 // checked after every message, says so, and so does the live heap
@@ -41,10 +41,14 @@ func TestStreamMemoryBounded(t *testing.T) {
 	const (
 		// 30 KiB keeps each message inside one of grpc-go's pooled
 		// buffer sizes, whose churn would otherwise blur the samples.
-		msgSize  = 30 << 10
-		messages = (64<<20 + msgSize - 1) / msgSize // 64 MiB
-		perRPC   = 1 << 20
+		msgSize = 30 << 10
+		perRPC  = 1 << 20
 	)
+	mib := 64
+	if testing.Short() {
+		mib = 16
+	}
+	messages := (mib<<20 + msgSize - 1) / msgSize
 	var read atomic.Int64 // messages the attempt in progress has read
 	changed, retried := make(chan struct{}, 1), make(chan struct{})
 	srv := grpctest.Start(t, grpctest.Handlers{ClientStream: func(n int, s grpc.ClientStreamingServer[testpb.StreamingInputCallRequest, testpb.StreamingInputCallResponse]) error {
@@ -121,7 +125,7 @@ func TestStreamMemoryBounded(t *testing.T) {
 			}
 		}
 		resp, err := st.CloseAndRecv()
-		if err != nil || resp.GetAggregatedPayloadSize() != messages*msgSize {
+		if err != nil || int(resp.GetAggregatedPayloadSize()) != messages*msgSize {
 			t.Fatalf("CloseAndRecv = %v, %v; want %d bytes received", resp, err, messages*msgSize)
 		}
 		if rc != nil && n != 2 {
@@ -137,8 +141,8 @@ func TestStreamMemoryBounded(t *testing.T) {
 	if k := grpcretry.BufferedBytes(rc); k != 0 {
 		t.Fatalf("%d bytes kept after the call", k)
 	}
-	t.Logf("64 MiB in 30 KiB messages, 1 MiB per-RPC limit: rebound kept at most %d bytes. Live heap growth in the first MiB: %d bytes through rebound, %d through bare grpc-go; over the other 63 MiB: %d and %d",
-		kept, early, bareEarly, late, bareLate)
+	t.Logf("%d MiB in 30 KiB messages, 1 MiB per-RPC limit: rebound kept at most %d bytes. Live heap growth in the first MiB: %d bytes through rebound, %d through bare grpc-go; over the other %d MiB: %d and %d",
+		mib, kept, early, bareEarly, mib-1, late, bareLate)
 	switch {
 	case kept < perRPC*3/4:
 		t.Fatalf("at most %d bytes kept: the test did not fill the buffer", kept)

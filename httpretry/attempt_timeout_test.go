@@ -81,6 +81,7 @@ func hangFirst(n int) func(int, http.ResponseWriter, *http.Request) {
 func stats(c *http.Client) rebound.Stats { return c.Transport.(*httpretry.Transport).Stats() }
 
 func TestPerAttemptTimeoutRetries(t *testing.T) {
+	t.Parallel()
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
 		srv := newServer(t, hangFirst(1))
 		client, _ := newClient(t, httpretry.WithPerAttemptTimeout(d))
@@ -102,6 +103,7 @@ func TestPerAttemptTimeoutRetries(t *testing.T) {
 // TestPerAttemptTimeoutNeverCutsBody: the timer stops at the response
 // headers; a body that comes slowly after them is read to its end.
 func TestPerAttemptTimeoutNeverCutsBody(t *testing.T) {
+	t.Parallel()
 	// The headers must come within the timeout; on a busy machine they
 	// may not, and the attempt is cut before them, as it should be.
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
@@ -138,6 +140,7 @@ func TestPerAttemptTimeoutNeverCutsBody(t *testing.T) {
 }
 
 func TestPerAttemptTimeoutEveryAttemptHangs(t *testing.T) {
+	t.Parallel()
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
 		srv := newServer(t, hangFirst(1<<30))
 		client, _ := newClient(t, httpretry.WithPerAttemptTimeout(d))
@@ -166,6 +169,7 @@ func TestPerAttemptTimeoutEveryAttemptHangs(t *testing.T) {
 // have been acted on: it is not sent again, unless it carries an
 // Idempotency-Key.
 func TestPerAttemptTimeoutNotIdempotent(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		key      bool
@@ -218,6 +222,7 @@ func TestPerAttemptTimeoutNotIdempotent(t *testing.T) {
 // while its connection was being dialled) never reached the server, so it
 // is sent again though it is not idempotent.
 func TestPerAttemptTimeoutNotWritten(t *testing.T) {
+	t.Parallel()
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(timeout time.Duration) error {
 		srv := newServer(t, script(http.StatusOK))
 		release := make(chan struct{})
@@ -299,6 +304,7 @@ func (b *stallingBody) Close() error {
 // being written has reached the server (its handler runs on the headers),
 // so it is not sent again, though the whole request was never written.
 func TestPerAttemptTimeoutHeadersWritten(t *testing.T) {
+	t.Parallel()
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
 		handled := make(chan struct{}, 2)
 		srv := newServer(t, func(_ int, w http.ResponseWriter, r *http.Request) {
@@ -371,6 +377,7 @@ func (l *lateRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 // timer fires belongs to a cut attempt, whose context (and so its body) is
 // gone: the attempt is retried, not handed to the caller.
 func TestPerAttemptTimeoutFiredAsResponseCame(t *testing.T) {
+	t.Parallel()
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
 		base := &lateRoundTripper{}
 		tr := httpretry.NewTransport(base, httpretry.WithPerAttemptTimeout(d))
@@ -395,6 +402,7 @@ func TestPerAttemptTimeoutFiredAsResponseCame(t *testing.T) {
 // TestPerAttemptTimeoutRequestDeadlineFirst: the request's own deadline,
 // when it comes first, is what ends the request.
 func TestPerAttemptTimeoutRequestDeadlineFirst(t *testing.T) {
+	t.Parallel()
 	// The request's deadline must pass while the attempt is at the server.
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
 		srv := newServer(t, hangFirst(1<<30))

@@ -14,9 +14,15 @@ import (
 
 	"github.com/rebound-go/rebound/httpretry"
 	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/paralleltest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The tests that run in parallel wait out timeouts, quota windows and
+	// rate limits on the real clock: they wait, they hardly compute.
+	paralleltest.Set()
+	goleak.VerifyTestMain(m)
+}
 
 // server is an httptest.Server that records what every attempt brought and
 // counts the connections made to it. handle gets the 1-based number of the

@@ -56,15 +56,16 @@ func (w warnings) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// hammer has callers call url in a loop for d, each call within a
-// deadline of 3s, and returns the calls that failed with an error.
-func hammer(t *testing.T, c *http.Client, url string, callers int, d time.Duration) int64 {
+// hammer has callers call url in a loop until done returns true, or for
+// d at most, each call within a deadline of 3s, and returns the calls that
+// failed with an error.
+func hammer(t *testing.T, c *http.Client, url string, callers int, d time.Duration, done func() bool) int64 {
 	var failed atomic.Int64
 	stop := time.Now().Add(d)
 	var wg sync.WaitGroup
 	for range callers {
 		wg.Go(func() {
-			for time.Now().Before(stop) {
+			for time.Now().Before(stop) && !done() {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 				resp, err := c.Do(req)
@@ -83,11 +84,14 @@ func hammer(t *testing.T, c *http.Client, url string, callers int, d time.Durati
 
 // TestRateLimitQuotaPaces: a server that allows 15 requests in each 3s
 // window and publishes what is left, in each header family, refuses
-// nothing of four callers that loop for 4s through a Transport with
+// nothing of four callers that loop for 4s (on a busy machine until it
+// has served 15, within 20s) through a Transport with
 // WithRateLimitQuota, and serves at least 15 of them (they use the
 // quota); without the option, the adaptive rate limit learns the limit
-// from 429s, and the server refuses some.
+// from 429s, and the server refuses some (the callers stop at its first
+// refusal).
 func TestRateLimitQuotaPaces(t *testing.T) {
+	t.Parallel()
 	for _, f := range []quotatest.Family{quotatest.IETF, quotatest.IETFDict, quotatest.Separate, quotatest.X, quotatest.XUnix} {
 		for _, on := range []bool{true, false} {
 			if !on && f != quotatest.X {
@@ -106,7 +110,8 @@ func TestRateLimitQuotaPaces(t *testing.T) {
 					opts = append(opts, httpretry.WithRateLimitQuota())
 				}
 				c := &http.Client{Transport: httpretry.NewTransport(nil, opts...)}
-				failed := hammer(t, c, srv.URL, 4, 4*time.Second)
+				start := time.Now()
+				failed := hammer(t, c, srv.URL, 4, 20*time.Second, func() bool { return q.Enough(on, start, 4*time.Second) })
 				t.Logf("server saw %d, refused %d; %d calls failed in the client", q.Seen(), q.Refused(), failed)
 				switch {
 				case on && (q.Refused() != 0 || q.Seen()-q.Refused() < 15):

@@ -279,7 +279,8 @@ func TestAdaptiveRateLimitBadInput(t *testing.T) {
 
 // TestAdaptiveRateLimitBounded: a Transport that calls ever new hosts
 // keeps the limiters of the last bounded.DefaultMax only; the others are
-// released.
+// released. It calls three times as many hosts, or with -short one and a
+// half (still 512 more than the bound, each a connection of its own).
 func TestAdaptiveRateLimitBounded(t *testing.T) {
 	srv := newScripted(t)
 	addr := srv.Listener.Addr().String()
@@ -289,6 +290,9 @@ func TestAdaptiveRateLimitBounded(t *testing.T) {
 	defer base.CloseIdleConnections()
 	client := &http.Client{Transport: httpretry.NewTransport(base, httpretry.WithAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{MinRate: 1.25}))}
 	hosts := 3 * bounded.DefaultMax
+	if testing.Short() {
+		hosts = bounded.DefaultMax * 3 / 2
+	}
 	for i := range hosts {
 		if _, err := rlGet(context.Background(), client, fmt.Sprintf("http://h%d.ratelimit.test/", i)); err != nil {
 			t.Fatal(err)
@@ -427,6 +431,7 @@ func TestAdaptiveThrottleBehindRateLimit(t *testing.T) {
 // the third second on, refusing ten thousand calls a second: the
 // refusals ran the queue ahead of every deadline.)
 func TestAdaptiveRateLimitRecovers(t *testing.T) {
+	t.Parallel()
 	lim := limittest.New(20, 2, 2*time.Second)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if !lim.Allow() {

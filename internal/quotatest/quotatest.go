@@ -87,6 +87,19 @@ func (q *Quota) Take(now time.Time) (ok bool, fields map[string]string, retryAft
 	return ok, fields, reset
 }
 
+// Enough reports whether callers that have called q since start have run
+// long enough to show what a test of a client's pacing asserts. Paced by
+// the quota, they must run for at least run (past a window's reset) and
+// have been served at least Limit requests, which a busy machine takes
+// longer to make; unpaced (the test's control), they must have been
+// refused once. A test also bounds the loop by a time of its own.
+func (q *Quota) Enough(paced bool, start time.Time, run time.Duration) bool {
+	if !paced {
+		return q.Refused() > 0
+	}
+	return time.Since(start) >= run && q.Seen()-q.Refused() >= int64(q.Limit)
+}
+
 // Seen returns the requests the server saw.
 func (q *Quota) Seen() int64 { return q.seen.Load() }
 

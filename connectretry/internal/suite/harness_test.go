@@ -7,16 +7,13 @@ package suite
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,23 +23,14 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/paralleltest"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
 func TestMain(m *testing.M) {
 	// The tests that run in parallel wait out per-attempt timeouts on the
-	// real clock: they wait, they hardly compute. testing runs GOMAXPROCS
-	// of them at once by default (2 on a small CI runner, so that -short
-	// took a minute and a half); unless -parallel says otherwise, run four
-	// per CPU. Not all at once: they start together, and their servers'
-	// first calls (TLS handshakes under -race) would then crowd the CPUs
-	// just as the first attempts must answer within their timeout.
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0)))
-	}
+	// real clock: they wait, they hardly compute.
+	paralleltest.Set()
 	goleak.VerifyTestMain(m)
 }
 
