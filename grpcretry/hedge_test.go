@@ -512,7 +512,24 @@ func TestHedgeThrottle(t *testing.T) {
 	call(1, nil, 1000)
 	call(1, nil, 2000)
 	call(1, nil, 3000) // 2 is not above the threshold
-	call(3, nil, 4000) // 3 is: hedges go again, the first success wins
+	// 3 is: hedges go again, the first success wins. The attempts answer
+	// once the third has arrived, so that the first's answer cannot come
+	// before the hedges are sent on a busy machine (a call that sent no
+	// hedges waits 10s and fails the count).
+	third, all := srv.Count(grpctest.UnaryCall)+3, make(chan struct{})
+	srv.SetHandlers(grpctest.Handlers{Unary: func(ctx context.Context, i int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+		if i == third {
+			close(all)
+		}
+		select {
+		case <-all:
+		case <-time.After(10 * time.Second):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &testpb.SimpleResponse{}, nil
+	}})
+	call(3, nil, 4000)
 }
 
 func TestHedgeDeadlineCoversAllHedges(t *testing.T) {
