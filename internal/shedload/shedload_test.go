@@ -331,6 +331,32 @@ func outageRuns(sc Scenario, also *Scenario) (c comparison, ok bool) {
 	return c, ok
 }
 
+// startOutageRuns starts outageRuns(sc, also) and returns a function
+// that waits for what it returns. In -short mode the runs start at once,
+// beside the other tests' (shortRuns bounds how many run together): the
+// subtests of a parallel test take each a slot of go test's -parallel,
+// which is GOMAXPROCS, 2 on a 2-CPU machine, whereas the runs mostly
+// wait on their scenarios' real time. Otherwise they run when the
+// function is called, one scenario after another.
+func startOutageRuns(sc Scenario, also *Scenario) func() (comparison, bool) {
+	if !testing.Short() {
+		return func() (comparison, bool) { return outageRuns(sc, also) }
+	}
+	var (
+		c    comparison
+		ok   bool
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		c, ok = outageRuns(sc, also)
+	}()
+	return func() (comparison, bool) {
+		<-done
+		return c, ok
+	}
+}
+
 // carried reports whether the machine carried the fleet of r, a run
 // without the Shedder, and of with, the run with it beside r: before the
 // outage the service took about the backend's time (within the Shedder's
@@ -396,10 +422,13 @@ func TestOutages(t *testing.T) {
 		sc.Tap = true
 		cases = append(cases, outage{"grpc+tap/" + shape.String(), sc})
 	}
-	for _, tc := range cases {
+	runs := make([]func() (comparison, bool), len(cases))
+	for i, tc := range cases {
+		runs[i] = startOutageRuns(tc.sc, nil)
+	}
+	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			parallelShort(t)
-			c, ok := outageRuns(tc.sc, nil)
+			c, ok := runs[i]()
 			without, with, _ := c.reports(t)
 			if tc.sc.Tap && with.Stats.ShedRetry+with.Stats.ShedStop == 0 {
 				t.Error("the tap handle shed nothing")

@@ -23,7 +23,10 @@ import (
 // 1.01x and 2.20x), shed+adaptive 1.00-1.01 of no retries' goodput in the
 // brownout (full 1.00), and the adaptive throttle 1.03-1.06x between the
 // two rates (full 1.03x); every other assertion holds at a fifth for
-// every one of those seeds.
+// every one of those seeds. With -short, too, a row runs only the
+// policies TestFleet judges of it (shortFleetPolicies): the invariants of
+// the others in each row are checked in a full run, and each policy's
+// results do not depend on which others run beside it.
 func runFleetRows(t *testing.T) ([]*Report, []FleetScenario) {
 	t.Helper()
 	base, rows := DefaultConfig, FleetScenarios
@@ -35,6 +38,10 @@ func runFleetRows(t *testing.T) ([]*Report, []FleetScenario) {
 		for i, row := range rows {
 			t.Run(fmt.Sprint(i), func(t *testing.T) {
 				t.Parallel()
+				if testing.Short() {
+					reports[i] = runRow(t, base, row, shortFleetPolicies[i]...)
+					return
+				}
 				r, err := RunFleet(context.Background(), base, []FleetScenario{row})
 				if err != nil {
 					t.Fatal(err)
@@ -47,6 +54,51 @@ func runFleetRows(t *testing.T) ([]*Report, []FleetScenario) {
 		t.FailNow()
 	}
 	return reports, rows
+}
+
+// shortFleetPolicies are the policies TestFleet judges of each row of the
+// fleet table, in the order of Policies, NoRetries first in every row
+// (checkInvariants compares the others with it): with -short a row runs
+// them alone, and checkFleet fails on a result of another.
+var shortFleetPolicies = [][]Policy{
+	{NoRetries, Throttled, Adaptive, Shed},
+	{NoRetries, Naive, Throttled, Bucket, Adaptive, Shed, ShedAdaptive},
+	{NoRetries, Shed, ShedAdaptive},
+	{NoRetries, Shed, ShedAdaptive}, // at a fifth, the p99 and the limit are judged in TestFleetQueueWhole
+	{NoRetries, Shed, ShedAdaptive},
+	{NoRetries, Naive, Shed, ShedAdaptive},
+	{NoRetries, Shed, ShedAdaptive},
+	{NoRetries, Shed, ShedAdaptive},
+}
+
+// runRow simulates row of the fleet table, built from base as RunFleet
+// builds it, for the policies ps alone: a Report whose Results are theirs,
+// in that order.
+func runRow(t *testing.T, base Config, row FleetScenario, ps ...Policy) *Report {
+	t.Helper()
+	c := base
+	c.Clients, c.Rate, c.OutageCapacity, c.Shape, c.AttackRate = row.Clients, row.Rate, row.OutageCapacity, row.Shape, row.AttackRate
+	r := &Report{Config: c, Interval: interval(c.Duration), Results: runPolicies(t, c, ps...)}
+	arr := arrivals(c)
+	r.Arrivals = perInterval(c.Duration, r.Interval, func(count []int) {
+		for _, a := range arr {
+			count[a.at/r.Interval]++
+		}
+	})
+	return r
+}
+
+// results returns the result of each policy in r, failing t on a policy
+// r did not simulate.
+func results(t *testing.T, r *Report) func(Policy) Result {
+	return func(p Policy) Result {
+		t.Helper()
+		res, ok := resultOf(r, p)
+		if !ok {
+			t.Fatalf("%s: %v was not simulated", r.Config.Shape, p)
+		}
+		return res
+	}
 }
 
 // fifthOf is the fleet table at a fifth of the size.
@@ -74,7 +126,7 @@ func TestFleet(t *testing.T) {
 // checkFleet judges the reports of the fleet table's rows.
 func checkFleet(t *testing.T, reports []*Report, rows []FleetScenario) {
 	t.Helper()
-	few, many, brown := reports[0].Results, reports[1].Results, reports[2].Results
+	few, many, brown := results(t, reports[0]), results(t, reports[1]), results(t, reports[2])
 	if len(reports) != len(FleetScenarios) || reports[3].Config.Shape != Slow || reports[7].Config.Shape != SlowClients {
 		t.Fatalf("%d reports, want the %d rows in order", len(reports), len(FleetScenarios))
 	}
@@ -83,76 +135,76 @@ func checkFleet(t *testing.T, reports []*Report, rows []FleetScenario) {
 	}
 	// The cliff: the per-client budgets protect 50 busy clients, not
 	// 10,000 thin ones (with -short, 10 and 2,000).
-	if few[Throttled].OutageAmplification > 1.1 || many[Throttled].OutageAmplification < 2 {
+	if few(Throttled).OutageAmplification > 1.1 || many(Throttled).OutageAmplification < 2 {
 		t.Errorf("A6 throttle: %.2fx with %d clients, %.2fx with %d; want <= 1.1x and >= 2x",
-			few[Throttled].OutageAmplification, rows[0].Clients, many[Throttled].OutageAmplification, rows[1].Clients)
+			few(Throttled).OutageAmplification, rows[0].Clients, many(Throttled).OutageAmplification, rows[1].Clients)
 	}
-	if many[Bucket].OutageAmplification != many[Naive].OutageAmplification {
+	if many(Bucket).OutageAmplification != many(Naive).OutageAmplification {
 		t.Errorf("token bucket with the thin clients: %.2fx, naive %.2fx; want no protection",
-			many[Bucket].OutageAmplification, many[Naive].OutageAmplification)
+			many(Bucket).OutageAmplification, many(Naive).OutageAmplification)
 	}
 	// The issue's target: in the thin brownout, the shedder holds the
 	// amplification to 1.1x without losing goodput to no retries.
 	for _, p := range []Policy{Shed, ShedAdaptive} {
-		if a := brown[p].OutageAmplification; a > 1.1 {
+		if a := brown(p).OutageAmplification; a > 1.1 {
 			t.Errorf("%v in the brownout: %.2fx, want <= 1.1x", p, a)
 		}
-		if g, none := brown[p].Goodput, brown[NoRetries].Goodput; g < 0.99*none {
+		if g, none := brown(p).Goodput, brown(NoRetries).Goodput; g < 0.99*none {
 			t.Errorf("%v in the brownout: goodput %.1f/s, no retries %.1f/s", p, g, none)
 		}
 	}
-	if brown[Shed].Goodput < brown[NoRetries].Goodput {
-		t.Errorf("shed in the brownout: goodput %.1f/s below no retries' %.1f/s", brown[Shed].Goodput, brown[NoRetries].Goodput)
+	if brown(Shed).Goodput < brown(NoRetries).Goodput {
+		t.Errorf("shed in the brownout: goodput %.1f/s below no retries' %.1f/s", brown(Shed).Goodput, brown(NoRetries).Goodput)
 	}
 	// A full outage: the shedder says "don't retry" to nearly every
 	// refusal, and the throttles on top send less than one attempt per
 	// request.
-	for _, res := range [][]Result{few, many} {
-		if a := res[Shed].OutageAmplification; a > 1.1 {
+	for _, res := range []func(Policy) Result{few, many} {
+		if a := res(Shed).OutageAmplification; a > 1.1 {
 			t.Errorf("shed in a full outage: %.2fx", a)
 		}
-		if res[Shed].PushedBack == 0 {
+		if res(Shed).PushedBack == 0 {
 			t.Error("shed: no request was told to stop")
 		}
 	}
-	if a := many[ShedAdaptive].OutageAmplification; a >= 1 {
+	if a := many(ShedAdaptive).OutageAmplification; a >= 1 {
 		t.Errorf("shed+adaptive, thin clients, full outage: %.2fx, want below 1", a)
 	}
 	// The adaptive throttle counts every attempt, so a thin client learns
 	// as fast as a busy one: within 10% across a 200-fold change in rate.
-	if a, b := few[Adaptive].OutageAmplification, many[Adaptive].OutageAmplification; b > 1.1*a || a > 1.1*b || b >= many[Naive].OutageAmplification {
-		t.Errorf("adaptive: %.2fx with %d clients, %.2fx with %d (naive %.2fx)", a, rows[0].Clients, b, rows[1].Clients, many[Naive].OutageAmplification)
+	if a, b := few(Adaptive).OutageAmplification, many(Adaptive).OutageAmplification; b > 1.1*a || a > 1.1*b || b >= many(Naive).OutageAmplification {
+		t.Errorf("adaptive: %.2fx with %d clients, %.2fx with %d (naive %.2fx)", a, rows[0].Clients, b, rows[1].Clients, many(Naive).OutageAmplification)
 	}
 	// Issue 29's outage shapes, against a server that queues: the
 	// shedder holds the load within 1.1x and the requests arriving
 	// succeed as often as before within 2s of the outage's end. Without
 	// it, retries multiply the load when half the requests fail fast.
 	for _, r := range reports[3:6] {
-		res := r.Results
+		res := results(t, r)
 		name := r.Config.Shape
 		for _, p := range []Policy{Shed, ShedAdaptive} {
-			if a := res[p].OutageAmplification; a > 1.1 {
+			if a := res(p).OutageAmplification; a > 1.1 {
 				t.Errorf("%v, %v: %.2fx in the outage, want at most 1.1x", name, p, a)
 			}
 		}
-		if d := res[Shed].Recovery; !res[Shed].Recovered || d > 2*time.Second {
-			t.Errorf("%v, shed: recovery %v (recovered %v), want within 2s", name, d, res[Shed].Recovered)
+		if d := res(Shed).Recovery; !res(Shed).Recovered || d > 2*time.Second {
+			t.Errorf("%v, shed: recovery %v (recovered %v), want within 2s", name, d, res(Shed).Recovered)
 		}
 		if name == Slow && r.Config.Capacity != DefaultConfig.Capacity {
 			continue // at a fifth, see runFleetRows
 		}
-		checkP99(t, r.Config, res[NoRetries], res[Shed])
+		checkP99(t, r.Config, res(NoRetries), res(Shed))
 	}
-	if a := reports[5].Results[Naive].OutageAmplification; a < 1.5 {
+	if a := results(t, reports[5])(Naive).OutageAmplification; a < 1.5 {
 		t.Errorf("half the requests failing fast: naive %.2fx, want the retries to multiply the load", a)
 	}
 	if slow := reports[3]; slow.Config.Capacity == DefaultConfig.Capacity {
-		checkLimit(t, slow.Config, slow.Interval, slow.Results[Shed])
+		checkLimit(t, slow.Config, slow.Interval, results(t, slow)(Shed))
 	}
 	// The shedder in every row, as the tables quote it: at most 1.1x,
 	// and the requests arriving succeed as often as before within 2s.
 	for i, r := range reports {
-		res := r.Results[Shed]
+		res := results(t, r)(Shed)
 		if res.OutageAmplification > 1.1 || !res.Recovered || res.Recovery > 2*time.Second {
 			t.Errorf("%s, shed: %.2fx, recovery %v (recovered %v); want at most 1.1x and within 2s",
 				rows[i].Name, res.OutageAmplification, res.Recovery, res.Recovered)
@@ -162,11 +214,11 @@ func checkFleet(t *testing.T, reports []*Report, rows []FleetScenario) {
 	// calls or slow clients' streams cost the honest clients nothing
 	// with the shedder, as without it: none of their attempts is shed.
 	for _, r := range reports[6:] {
-		res := r.Results
+		res := results(t, r)
 		for _, p := range []Policy{Shed, ShedAdaptive} {
-			if res[p].Shed != 0 || res[p].Goodput < res[NoRetries].Goodput*0.99 {
+			if res(p).Shed != 0 || res(p).Goodput < res(NoRetries).Goodput*0.99 {
 				t.Errorf("%v, %v: %d honest attempts shed, goodput %.1f/s against %.1f/s without a shedder",
-					r.Config.Shape, p, res[p].Shed, res[p].Goodput, res[NoRetries].Goodput)
+					r.Config.Shape, p, res(p).Shed, res(p).Goodput, res(NoRetries).Goodput)
 			}
 		}
 	}
