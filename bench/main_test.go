@@ -3,9 +3,9 @@ package bench
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/rebound-go/rebound/internal/testmain"
 )
 
 // TestMain fails the run if a server, client or retry library leaves a
 // goroutine behind.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testmain.Run(m) }

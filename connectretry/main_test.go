@@ -12,15 +12,15 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rebound-go/rebound/connectretry"
 	"github.com/rebound-go/rebound/internal/clocktest"
+	"github.com/rebound-go/rebound/internal/testmain"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testmain.Run(m) }
 
 // The test service, written by hand: its messages are protobuf well-known
 // types, which connect's default codec handles.

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -23,6 +22,7 @@ import (
 	"github.com/rebound-go/rebound/internal/clocktest"
 	"github.com/rebound-go/rebound/internal/grpctest"
 	"github.com/rebound-go/rebound/internal/paralleltest"
+	"github.com/rebound-go/rebound/internal/testmain"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	// The tests that run in parallel wait out timeouts, quota windows and
 	// rate limits on the real clock: they wait, they hardly compute.
 	paralleltest.Set()
-	goleak.VerifyTestMain(m)
+	testmain.Run(m)
 }
 
 // retryConfig is a service config with a retry policy on the test service.

@@ -10,18 +10,17 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/rebound-go/rebound/httpretry"
 	"github.com/rebound-go/rebound/internal/clocktest"
 	"github.com/rebound-go/rebound/internal/paralleltest"
+	"github.com/rebound-go/rebound/internal/testmain"
 )
 
 func TestMain(m *testing.M) {
 	// The tests that run in parallel wait out timeouts, quota windows and
 	// rate limits on the real clock: they wait, they hardly compute.
 	paralleltest.Set()
-	goleak.VerifyTestMain(m)
+	testmain.Run(m)
 }
 
 // server is an httptest.Server that records what every attempt brought and

@@ -3,7 +3,7 @@ package shed_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/rebound-go/rebound/internal/testmain"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testmain.Run(m) }

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/rebound-go/rebound/internal/testmain"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testmain.Run(m) }
 
 func runCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()

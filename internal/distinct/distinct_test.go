@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
@@ -19,10 +18,11 @@ import (
 	"github.com/rebound-go/rebound/grpcretry"
 	"github.com/rebound-go/rebound/internal/distinct"
 	"github.com/rebound-go/rebound/internal/grpctest"
+	"github.com/rebound-go/rebound/internal/testmain"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testmain.Run(m) }
 
 func lbConfig(child string) grpc.DialOption {
 	return grpc.WithDefaultServiceConfig(fmt.Sprintf(`{"loadBalancingConfig":[{%q:{"childPolicy":[{%q:{}}]}}]}`, distinct.Name, child))

@@ -7,10 +7,10 @@ import (
 	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/rebound-go/rebound/internal/testmain"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testmain.Run(m) }
 
 var svgOut = flag.String("svg", "", "write the chart of a 300-client run to this file (docs/fleet.svg)")
 

@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/rebound-go/rebound/internal/testmain"
 	"github.com/rebound-go/rebound/shed"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testmain.Run(m) }
 
 // The tests run issue 29's scenarios at its sizes: hundreds of clients,
 // in every protocol, one scenario after another. In -short mode they run

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -19,10 +18,11 @@ import (
 
 	"github.com/rebound-go/rebound/grpcretry"
 	"github.com/rebound-go/rebound/internal/chaos"
+	"github.com/rebound-go/rebound/internal/testmain"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testmain.Run(m) }
 
 // soakDuration is 30s, 4s with -short, or REBOUND_SOAK (a Go duration).
 func soakDuration(t *testing.T) time.Duration {

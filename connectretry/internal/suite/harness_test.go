@@ -18,12 +18,12 @@ import (
 	"sync"
 	"testing"
 
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/clocktest"
 	"github.com/rebound-go/rebound/internal/paralleltest"
+	"github.com/rebound-go/rebound/internal/testmain"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 	// The tests that run in parallel wait out per-attempt timeouts on the
 	// real clock: they wait, they hardly compute.
 	paralleltest.Set()
-	goleak.VerifyTestMain(m)
+	testmain.Run(m)
 }
 
 // The test service, written by hand: its messages are protobuf well-known

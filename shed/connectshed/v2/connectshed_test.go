@@ -13,16 +13,16 @@ import (
 	"connectrpc.com/connect/v2/connecthttp"
 	"connectrpc.com/connect/v2/connectinprocess"
 	"connectrpc.com/connect/v2/connectproto"
-	"go.uber.org/goleak"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/rebound-go/rebound/internal/testmain"
 	"github.com/rebound-go/rebound/shed"
 	connectshed "github.com/rebound-go/rebound/shed/connectshed/v2"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testmain.Run(m) }
 
 var (
 	greet = connect.Spec{Procedure: "/acme.v1.Greeter/Greet", StreamType: connect.StreamTypeUnary}

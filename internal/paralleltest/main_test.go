@@ -1,0 +1,9 @@
+package paralleltest_test
+
+import (
+	"testing"
+
+	"github.com/rebound-go/rebound/internal/testmain"
+)
+
+func TestMain(m *testing.M) { testmain.Run(m) }

@@ -1,0 +1,9 @@
+package verdict_test
+
+import (
+	"testing"
+
+	"github.com/rebound-go/rebound/internal/testmain"
+)
+
+func TestMain(m *testing.M) { testmain.Run(m) }
