@@ -24,6 +24,7 @@ import (
 // a conclusion that leads with one line per question, a chart every
 // renderer draws, the HTML report and the trace file.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	svg, page, trace := filepath.Join(dir, "demo.svg"), filepath.Join(dir, "demo.html"), filepath.Join(dir, "trace.json")
 	out, stderr, code := runCLI(t, "demo", "-duration", "400ms", "-rate", "200", "-outage", "100ms", "-svg", svg, "-html", page, "-trace", trace)

@@ -120,6 +120,7 @@ func parseSVG(t *testing.T, path string) string {
 }
 
 func TestSim(t *testing.T) {
+	t.Parallel()
 	svg := filepath.Join(t.TempDir(), "load.svg")
 	out, stderr, code := runCLI(t, simArgs(svg)...)
 	if code != 0 {
@@ -260,6 +261,7 @@ func checkConclusionAgrees(t *testing.T, out string) {
 }
 
 func TestSimHTML(t *testing.T) {
+	t.Parallel()
 	page := filepath.Join(t.TempDir(), "sim.html")
 	out, stderr, code := runCLI(t, tinyArgs("", "-html", page)...)
 	if code != 0 {
@@ -364,6 +366,7 @@ func TestSimConclusion(t *testing.T) {
 }
 
 func TestSimDeterministic(t *testing.T) {
+	t.Parallel()
 	svg := filepath.Join(t.TempDir(), "load.svg")
 	render := func(extra ...string) (string, []byte) {
 		out, stderr, code := runCLI(t, tinyArgs(svg, extra...)...)
@@ -524,6 +527,7 @@ func TestSimFlagsThatDoNotApply(t *testing.T) {
 // sim -ratelimited prints its table and, with -html, writes it as a page;
 // each cell is the policy's result.
 func TestSimRateLimited(t *testing.T) {
+	t.Parallel()
 	// Issue 24's and issue 34's rows, made short: internal/sim checks
 	// what they show, and this what the table prints. No retries, whose
 	// cells are compared, makes about 7,000 calls a second of a row.
