@@ -565,9 +565,13 @@ func TestPerAttemptRecvTimeoutConfig(t *testing.T) {
 // walks across the timeout to meet the timer at the same instant, in
 // steps of 0.1ms, twice (with -short, once). It runs alone: its retries
 // have 20ms to answer, which tests running beside it on a loaded machine
-// took from them.
+// took from them; a call whose retries all took longer is made again with
+// a longer timeout.
 func TestPerAttemptTimeoutHeadersAtTheInstant(t *testing.T) {
-	const timeout = 20 * time.Millisecond
+	const (
+		timeout  = 20 * time.Millisecond
+		attempts = 5
+	)
 	srv := grpctest.Start(t, grpctest.Handlers{ServerStream: func(_ int, r *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
 		md, _ := metadata.FromIncomingContext(s.Context())
 		if len(md.Get("grpc-previous-rpc-attempts")) == 0 {
@@ -580,32 +584,69 @@ func TestPerAttemptTimeoutHeadersAtTheInstant(t *testing.T) {
 		}
 		return s.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: []byte("ok")}})
 	}})
-	// Retries answer at once, but a loaded machine may still take a
-	// timeout over one: five attempts.
-	tc, _ := client(t, srv, retryConfig(t, 5, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(timeout))
+	// The clients, one per timeout, made when a call first needs it.
+	type timed struct {
+		tc testpb.TestServiceClient
+		c  *grpcretry.Client
+	}
+	clients := map[time.Duration]timed{}
 	calls := 120
 	if testing.Short() {
 		calls = 60
 	}
 	for i := range calls {
-		delay := timeout - 3*time.Millisecond + time.Duration(i%60)*100*time.Microsecond
-		req := &testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{IntervalUs: int32(delay / time.Microsecond)}}}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		st, err := tc.StreamingOutputCall(ctx, req)
-		if err != nil {
-			cancel()
-			t.Fatal(err)
-		}
-		m, err := st.Recv()
-		if err != nil || string(m.GetPayload().GetBody()) != "ok" {
-			cancel()
-			t.Fatalf("call %d (first answer after %v): %q, %v; want ok from one attempt or the other", i, delay, m.GetPayload().GetBody(), err)
-		}
-		if _, err := st.Recv(); err != io.EOF {
-			cancel()
-			t.Fatalf("call %d: end of stream: %v", i, err)
-		}
-		cancel()
+		// Retries answer at once, yet a loaded machine may take over the
+		// timeout to answer every one of them too (all four retries of a
+		// call did, in 1 of 10 runs with 8 CPU-bound processes on 2
+		// CPUs): such a call is made again with twice the timeout, its
+		// first answer as near the new one (see package stretch). That
+		// every attempt was cut, not just the first, is what only a slow
+		// machine explains; a call that committed to a cut attempt ends
+		// after fewer, and fails the test.
+		stretch.Run(t, timeout, maxAttemptTimeout, func(d time.Duration) error {
+			cl, ok := clients[d]
+			if !ok {
+				// The client's clock is a fake one that each backoff moves
+				// on, calls after calls, past the real time that the
+				// calls' deadlines are set on: with backoffs of at most
+				// 0.5+1+2+4ms a call, 120 calls move it less than a
+				// second, whatever the load.
+				cfg := backoffConfig(t, attempts, "0.001s", `"UNAVAILABLE"`, "")
+				tc, c, _ := statsClient(t, srv, cfg, grpcretry.WithPerAttemptTimeout(d))
+				cl = timed{tc, c}
+				clients[d] = cl
+			}
+			delay := d - 3*time.Millisecond + time.Duration(i%60)*100*time.Microsecond
+			req := &testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{IntervalUs: int32(delay / time.Microsecond)}}}
+			// Long enough for every attempt to be cut by its timer, so that
+			// no attempt is left without one.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second+attempts*d)
+			defer cancel()
+			before := cl.c.Stats()[grpctest.StreamingOutputCall].AttemptTimeouts
+			var n int
+			st, err := cl.tc.StreamingOutputCall(ctx, req, grpcretry.CountAttempts(&n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := st.Recv()
+			cut := cl.c.Stats()[grpctest.StreamingOutputCall].AttemptTimeouts - before
+			if err != nil {
+				if n == attempts && allCut(err, n, cut) {
+					return tooSlow(fmt.Sprintf("call %d (first answer after %v): %v", i, delay, err), n, 2, cut)
+				}
+				t.Fatalf("call %d (first answer after %v): %v after %d attempts, %d cut by their timers; want ok from one attempt or the other", i, delay, err, n, cut)
+			}
+			if string(m.GetPayload().GetBody()) != "ok" {
+				t.Fatalf("call %d: got %q, want ok", i, m.GetPayload().GetBody())
+			}
+			if _, err := st.Recv(); err != io.EOF {
+				t.Fatalf("call %d: end of stream: %v", i, err)
+			}
+			if cut = cl.c.Stats()[grpctest.StreamingOutputCall].AttemptTimeouts - before; !allCut(nil, n, cut) {
+				t.Fatalf("call %d: %d attempts, %d cut: every attempt but the one that answered must have been cut", i, n, cut)
+			}
+			return nil
+		})
 	}
 }
 

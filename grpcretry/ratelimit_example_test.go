@@ -60,9 +60,9 @@ func ExampleWithAdaptiveRateLimit() {
 		}
 		fmt.Println(status.Code(err))
 	}
-	call(time.Second)           // the throttle: the limit starts at 10 calls/s
+	call(10 * time.Second)      // the throttle: the limit starts at 10 calls/s
 	call(10 * time.Millisecond) // its turn is 100ms away
-	call(time.Second)           // waits for its turn
+	call(10 * time.Second)      // waits for its turn
 	fmt.Println(srv.calls.Load(), "calls reached the server")
 	// Output:
 	// ResourceExhausted
