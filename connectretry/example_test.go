@@ -14,6 +14,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/connectretry"
+	"github.com/rebound-go/rebound/internal/loopback"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -21,7 +22,10 @@ import (
 const greet = "/acme.greet.v1.GreetService/Greet"
 
 // serveGreeter starts a greeter that is unavailable for its first
-// `failures` calls, and returns its URL and a function that stops it.
+// `failures` calls, and returns its URL and a function that stops it. The
+// examples' A6 throttles are process-wide per server name, here the
+// server's address, so every greeter gets an address no earlier one had:
+// on an earlier example's port an example would find its tokens spent.
 func serveGreeter(failures int32) (url string, stop func()) {
 	var calls atomic.Int32
 	mux := http.NewServeMux()
@@ -32,7 +36,10 @@ func serveGreeter(failures int32) (url string, stop func()) {
 			}
 			return connect.NewResponse(wrapperspb.String("hello, " + req.Msg.GetValue())), nil
 		}))
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Listener.Close()
+	srv.Listener = loopback.Listen()
+	srv.Start()
 	return srv.URL, srv.Close
 }
 

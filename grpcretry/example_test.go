@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"net"
-	"sync"
 	"sync/atomic"
-	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/grpcretry"
+	"github.com/rebound-go/rebound/internal/loopback"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -36,68 +34,17 @@ func (s *flakyServer) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*
 }
 
 // serve starts a test server on 127.0.0.1 and returns its address and a
-// function that stops it. The address is one no earlier serve gave (see
-// listen).
+// function that stops it. The examples' A6 throttles are process-wide per
+// server name, here the server's address: an example on an earlier one's
+// port would find that example's tokens spent (ExampleNew on
+// ExampleOverride's port gave up "throttled" on its first failure), so
+// every server gets an address no earlier one had.
 func serve(impl testpb.TestServiceServer) (target string, stop func()) {
-	lis := listen()
+	lis := loopback.Listen()
 	srv := grpc.NewServer()
 	testpb.RegisterTestServiceServer(srv, impl)
 	go srv.Serve(lis)
 	return lis.Addr().String(), srv.Stop
-}
-
-// served holds the addresses listen has handed out.
-var (
-	servedMu sync.Mutex
-	served   = map[string]bool{}
-)
-
-// listen listens on a port of 127.0.0.1 that it has not handed out
-// before in this process. The examples' A6 throttles (and adaptive rate
-// limits) are process-wide per server name, here the server's address,
-// and outlive their example until the garbage collector takes them. The
-// kernel hands out the port of a closed listener again (on Linux, about 1
-// of 7,000 ports each time), so an example whose server got the port of an
-// earlier one's would find that example's tokens spent: ExampleNew, on
-// the port of ExampleOverride or ExamplePreviousAttempts, gives up
-// "throttled" on its first failure. Each example's throttle is therefore
-// its own.
-func listen() net.Listener {
-	servedMu.Lock()
-	defer servedMu.Unlock()
-	var again []net.Listener // held open, so that the kernel picks another port
-	defer func() {
-		for _, l := range again {
-			l.Close()
-		}
-	}()
-	for {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			log.Fatal(err)
-		}
-		if a := lis.Addr().String(); !served[a] {
-			served[a] = true
-			return lis
-		}
-		again = append(again, lis)
-	}
-}
-
-// The examples' servers never share an address, though the kernel gives
-// the port of a closed listener again: 500 listeners in a row on Linux
-// drew 14 to 30 ports twice in five runs here.
-func TestListenNeverRepeatsAnAddress(t *testing.T) {
-	seen := map[string]bool{}
-	for range 500 {
-		lis := listen()
-		a := lis.Addr().String()
-		lis.Close()
-		if seen[a] {
-			t.Fatalf("listen gave %s twice", a)
-		}
-		seen[a] = true
-	}
 }
 
 // serviceConfigJSON is the A6 service config of the examples: retry the
