@@ -208,8 +208,10 @@ func TestRateLimitQuotaDistrusted(t *testing.T) {
 // TestRateLimitQuotaCapped: a quota spent until a reset a minute away
 // keeps the next call no longer than the Retry-After cap: with a cap of
 // 200ms the calls after the first wait for it and go, within their 5s
-// deadlines.
+// deadlines. Its limiter is its server's host's alone, so it waits beside
+// the other tests that wait.
 func TestRateLimitQuotaCapped(t *testing.T) {
+	t.Parallel()
 	q := &quotatest.Quota{Limit: 1 << 30, Window: time.Hour, Publish: func(time.Time) map[string]string {
 		return map[string]string{"Ratelimit": `"p";r=0;t=60`}
 	}}
