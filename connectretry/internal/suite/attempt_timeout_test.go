@@ -464,9 +464,9 @@ func answerBeforeDeadline(c code) handlers {
 //
 // Each call waits out maxAttempts counted timeouts and computes little.
 // With -short, where each code runs in one protocol of each major (the one
-// each would pick for the code's subtest), the six calls wait side by side
-// in this test: as parallel subtests, they queued for six of the parallel
-// tests' turns behind the top-level tests and held them for 3s.
+// each would pick for the code's subtest), a major's three calls wait side
+// by side in one test: as parallel subtests, six of them held as many of
+// the parallel tests' turns for 3s.
 func TestPerAttemptTimeoutUnaryServerAnswersFirst(t *testing.T) {
 	t.Parallel()
 	const maxAttempts = 3
@@ -508,18 +508,18 @@ func TestPerAttemptTimeoutUnaryServerAnswersFirst(t *testing.T) {
 		}
 		return
 	}
-	type started struct {
-		name  string
-		judge func(*testing.T)
-	}
-	var all []started
 	for _, m := range majors {
-		for _, c := range codes {
-			e := env{m, m.protocols[shortPick(top+"/"+codeName(c), m, len(m.protocols))]}
-			all = append(all, started{m.name + "/" + codeName(c) + "/" + e.p.String(), call(t, e, c)})
-		}
-	}
-	for _, s := range all {
-		t.Run(s.name, s.judge)
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			envs := make([]env, len(codes))
+			judges := make([]func(*testing.T), len(codes))
+			for i, c := range codes {
+				envs[i] = env{m, m.protocols[shortPick(top+"/"+codeName(c), m, len(m.protocols))]}
+				judges[i] = call(t, envs[i], c)
+			}
+			for i, c := range codes {
+				t.Run(codeName(c)+"/"+envs[i].p.String(), judges[i])
+			}
+		})
 	}
 }

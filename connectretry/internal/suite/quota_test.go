@@ -46,60 +46,56 @@ func quotaServer(t *testing.T, e env, q *quotatest.Quota) *server {
 // nothing of four callers that loop for 4s with WithRateLimitQuota (on a
 // busy machine until it has served 15, within 20s), and serves at least
 // 15; without it, the server refuses some (the callers stop at its first
-// refusal). The cases wait out the window side by side; with -short, v1
-// runs in the Connect protocol and v2 in gRPC, and all their cases wait
-// side by side in this test: as parallel subtests, the four that take 4s
-// queued for half the parallel tests' turns behind the top-level tests.
+// refusal). The cases wait out the window side by side;
+// with -short, v1 runs in the Connect protocol and v2 in gRPC, and a
+// major's cases wait side by side in one test: as parallel subtests, the
+// four that take 4s held half the parallel tests' turns.
 func TestRateLimitQuotaPaces(t *testing.T) {
 	t.Parallel()
-	type quotaCase struct {
-		name, shape string
-		on          bool
-	}
-	var cases []quotaCase
-	for _, shape := range []string{"unary", "server stream"} {
-		for _, on := range []bool{true, false} {
-			name := shape
-			if !on {
-				name += " without the option"
-			}
-			cases = append(cases, quotaCase{name, shape, on})
-		}
-	}
-	// Of the controls, the unary one runs: it suffices.
-	runs := func(c quotaCase) bool { return c.on || c.shape == "unary" }
-	if testing.Short() {
-		type started struct {
-			name  string
-			judge func(*testing.T)
-		}
-		var all []started
-		for _, m := range majors {
-			e := env{m, m.protocols[0]}
-			if m == v2 {
-				e.p = grpcH2C
-			}
-			for _, c := range cases {
-				if runs(c) {
-					all = append(all, started{e.String() + "/" + c.name, paced(t, e, c.shape, c.on)})
-				}
-			}
-		}
-		for _, s := range all {
-			t.Run(s.name, s.judge)
-		}
-		return
-	}
 	for _, p := range []protocol{{}, grpcH2C} {
 		eachMajor(t, p, func(t *testing.T, e env) {
+			if testing.Short() && (e.major == v1) != (p == protocol{}) {
+				t.Skip("with -short, v1 runs in the Connect protocol and v2 in gRPC")
+			}
 			t.Parallel()
-			for _, c := range cases {
+			type quotaCase struct {
+				name, shape string
+				on          bool
+			}
+			var cases []quotaCase
+			for _, shape := range []string{"unary", "server stream"} {
+				for _, on := range []bool{true, false} {
+					name := shape
+					if !on {
+						name += " without the option"
+					}
+					cases = append(cases, quotaCase{name, shape, on})
+				}
+			}
+			if !testing.Short() {
+				for _, c := range cases {
+					t.Run(c.name, func(t *testing.T) {
+						if !c.on && c.shape != "unary" {
+							t.Skip("the unary control suffices")
+						}
+						t.Parallel()
+						paced(t, e, c.shape, c.on)(t)
+					})
+				}
+				return
+			}
+			judges := make([]func(*testing.T), len(cases))
+			for i, c := range cases {
+				if c.on || c.shape == "unary" {
+					judges[i] = paced(t, e, c.shape, c.on)
+				}
+			}
+			for i, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
-					if !runs(c) {
+					if judges[i] == nil {
 						t.Skip("the unary control suffices")
 					}
-					t.Parallel()
-					paced(t, e, c.shape, c.on)(t)
+					judges[i](t)
 				})
 			}
 		})
@@ -117,7 +113,7 @@ func paced(t *testing.T, e env, shape string, on bool) func(t *testing.T) {
 	}
 	q := &quotatest.Quota{Limit: 15, Window: 3 * time.Second, Family: f}
 	s := quotaServer(t, e, q)
-	opts := []option{withServerName(fmt.Sprintf("quota-%s-%s-%s-%v", uniqueName(t), e, shape, on)), withAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})}
+	opts := []option{withServerName(fmt.Sprintf("quota-%s-%s-%v", uniqueName(t), shape, on)), withAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})}
 	if on {
 		opts = append(opts, withRateLimitQuota())
 	}
