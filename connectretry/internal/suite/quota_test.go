@@ -3,7 +3,6 @@ package suite
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 
 	"sync"
@@ -47,9 +46,7 @@ func quotaServer(t *testing.T, e env, q *quotatest.Quota) *server {
 // busy machine until it has served 15, within 20s), and serves at least
 // 15; without it, the server refuses some (the callers stop at its first
 // refusal). The cases wait out the window side by side;
-// with -short, v1 runs in the Connect protocol and v2 in gRPC, and a
-// major's cases wait side by side in one test: as parallel subtests, the
-// four that take 4s held half the parallel tests' turns.
+// with -short, v1 runs in the Connect protocol and v2 in gRPC.
 func TestRateLimitQuotaPaces(t *testing.T) {
 	t.Parallel()
 	for _, p := range []protocol{{}, grpcH2C} {
@@ -58,109 +55,70 @@ func TestRateLimitQuotaPaces(t *testing.T) {
 				t.Skip("with -short, v1 runs in the Connect protocol and v2 in gRPC")
 			}
 			t.Parallel()
-			type quotaCase struct {
-				name, shape string
-				on          bool
-			}
-			var cases []quotaCase
 			for _, shape := range []string{"unary", "server stream"} {
 				for _, on := range []bool{true, false} {
 					name := shape
 					if !on {
 						name += " without the option"
 					}
-					cases = append(cases, quotaCase{name, shape, on})
-				}
-			}
-			if !testing.Short() {
-				for _, c := range cases {
-					t.Run(c.name, func(t *testing.T) {
-						if !c.on && c.shape != "unary" {
+					t.Run(name, func(t *testing.T) {
+						if !on && shape != "unary" {
 							t.Skip("the unary control suffices")
 						}
 						t.Parallel()
-						paced(t, e, c.shape, c.on)(t)
+						f := quotatest.IETF
+						if shape != "unary" {
+							f = quotatest.X
+						}
+						q := &quotatest.Quota{Limit: 15, Window: 3 * time.Second, Family: f}
+						s := quotaServer(t, e, q)
+						opts := []option{withServerName("quota-" + uniqueName(t)), withAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})}
+						if on {
+							opts = append(opts, withRateLimitQuota())
+						}
+						c, _ := e.dialWith(t, s, nil, opts...)
+						start := time.Now()
+						var failed atomic.Int64
+						var wg sync.WaitGroup
+						for range 4 {
+							wg.Go(func() {
+								for !q.Enough(on, start, 4*time.Second) && time.Since(start) < 20*time.Second {
+									ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+									var err error
+									if shape == "unary" {
+										_, err = c.unary(ctx, "x", nil)
+									} else if st, oerr := c.open(ctx, serverStream, "x", nil); oerr != nil {
+										err = oerr
+									} else {
+										for err == nil {
+											_, err = st.Receive()
+										}
+										if errors.Is(err, io.EOF) {
+											err = nil
+										}
+										_ = st.Close()
+										if err != nil {
+											t.Logf("stream: %v", err)
+										}
+									}
+									if err != nil {
+										failed.Add(1)
+									}
+									cancel()
+								}
+							})
+						}
+						wg.Wait()
+						t.Logf("server saw %d, refused %d; %d calls failed in the client", q.Seen(), q.Refused(), failed.Load())
+						switch {
+						case on && (q.Refused() != 0 || q.Seen()-q.Refused() < 15):
+							t.Errorf("with the quota read: the server saw %d and refused %d, want none refused and at least 15 served", q.Seen(), q.Refused())
+						case !on && q.Refused() == 0:
+							t.Errorf("without the option the server refused nothing of %d", q.Seen())
+						}
 					})
 				}
-				return
-			}
-			judges := make([]func(*testing.T), len(cases))
-			for i, c := range cases {
-				if c.on || c.shape == "unary" {
-					judges[i] = paced(t, e, c.shape, c.on)
-				}
-			}
-			for i, c := range cases {
-				t.Run(c.name, func(t *testing.T) {
-					if judges[i] == nil {
-						t.Skip("the unary control suffices")
-					}
-					judges[i](t)
-				})
 			}
 		})
-	}
-}
-
-// paced starts TestRateLimitQuotaPaces' four callers in e, of unary calls
-// or server streams (shape), with WithRateLimitQuota or without (on), and
-// returns what waits for them to stop and judges what the server saw.
-func paced(t *testing.T, e env, shape string, on bool) func(t *testing.T) {
-	t.Helper()
-	f := quotatest.IETF
-	if shape != "unary" {
-		f = quotatest.X
-	}
-	q := &quotatest.Quota{Limit: 15, Window: 3 * time.Second, Family: f}
-	s := quotaServer(t, e, q)
-	opts := []option{withServerName(fmt.Sprintf("quota-%s-%s-%v", uniqueName(t), shape, on)), withAdaptiveRateLimit(rebound.AdaptiveRateLimitConfig{})}
-	if on {
-		opts = append(opts, withRateLimitQuota())
-	}
-	c, _ := e.dialWith(t, s, nil, opts...)
-	start := time.Now()
-	var failed atomic.Int64
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for !q.Enough(on, start, 4*time.Second) && time.Since(start) < 20*time.Second {
-				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-				var err error
-				if shape == "unary" {
-					_, err = c.unary(ctx, "x", nil)
-				} else if st, oerr := c.open(ctx, serverStream, "x", nil); oerr != nil {
-					err = oerr
-				} else {
-					for err == nil {
-						_, err = st.Receive()
-					}
-					if errors.Is(err, io.EOF) {
-						err = nil
-					}
-					_ = st.Close()
-					if err != nil {
-						t.Logf("stream: %v", err)
-					}
-				}
-				if err != nil {
-					failed.Add(1)
-				}
-				cancel()
-			}
-		})
-	}
-	// Should t end early (a later case's setup failed), its callers stop
-	// before its servers do.
-	t.Cleanup(wg.Wait)
-	return func(t *testing.T) {
-		t.Helper()
-		wg.Wait()
-		t.Logf("server saw %d, refused %d; %d calls failed in the client", q.Seen(), q.Refused(), failed.Load())
-		switch {
-		case on && (q.Refused() != 0 || q.Seen()-q.Refused() < 15):
-			t.Errorf("with the quota read: the server saw %d and refused %d, want none refused and at least 15 served", q.Seen(), q.Refused())
-		case !on && q.Refused() == 0:
-			t.Errorf("without the option the server refused nothing of %d", q.Seen())
-		}
 	}
 }
