@@ -273,10 +273,8 @@ func (staticResolver) Close()                                {}
 
 // A Client whose conns take their resolvers' configs keeps nothing of a
 // conn once it is closed and dropped: neither its retry state nor its
-// resolver's config (issue 13). It counts what one Client keeps, so it
-// runs beside the tests that wait.
+// resolver's config (issue 13).
 func TestResolvedConfigsReleased(t *testing.T) {
-	t.Parallel()
 	srv := grpctest.Start(t, grpctest.Handlers{})
 	b := staticBuilder{scheme: fmt.Sprint("rebound-static-", resolverSchemes.Add(1)), addr: srv.Addr, js: policyJSON(3, "")}
 	c, err := grpcretry.New(nil, grpcretry.WithResolver(b))
