@@ -36,7 +36,8 @@ func quotaMD(fields map[string]string) metadata.MD {
 // server streams: a server that allows 15 calls in each 3s window and
 // publishes what is left in its response metadata (ratelimit and
 // ratelimit-policy for unary calls, x-ratelimit-* for streams) refuses
-// nothing of four callers that loop for 4s with WithRateLimitQuota (on a
+// nothing of four callers that loop for 4s (3.5s with -short, see
+// quotatest.PacedRun) with WithRateLimitQuota (on a
 // busy machine until it has served 15, within 20s), and serves at least
 // 15; without it, the server refuses some (the callers stop at its first
 // refusal).
@@ -94,7 +95,7 @@ func TestRateLimitQuotaPaces(t *testing.T) {
 				var wg sync.WaitGroup
 				for range 4 {
 					wg.Go(func() {
-						for !q.Enough(on, start, 4*time.Second) && time.Since(start) < 20*time.Second {
+						for !q.Enough(on, start, quotatest.PacedRun(testing.Short())) && time.Since(start) < 20*time.Second {
 							ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 							var err error
 							if shape == "unary" {

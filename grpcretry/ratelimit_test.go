@@ -446,13 +446,13 @@ func TestAdaptiveThrottleBehindRateLimit(t *testing.T) {
 }
 
 // TestAdaptiveRateLimitRecovers: see httpretry's. A grpc-go server on
-// 127.0.0.1 that accepts 20 calls a second (a burst of 2) for 2s and
+// 127.0.0.1 that accepts 20 calls a second (a burst of 2) for 2s (1s with -short) and
 // answers the rest RESOURCE_EXHAUSTED, then accepts everything; twenty
 // callers on the real clock: the server soon accepts more than 20 a
 // second again.
 func TestAdaptiveRateLimitRecovers(t *testing.T) {
 	t.Parallel()
-	lim := limittest.New(20, 2, 2*time.Second)
+	lim := limittest.New(20, 2, limittest.Length())
 	name := fmt.Sprint("recovers-", time.Now().UnixNano())
 	srv := grpctest.Start(t, grpctest.Handlers{
 		Unary: func(context.Context, int, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {

@@ -84,7 +84,8 @@ func hammer(t *testing.T, c *http.Client, url string, callers int, d time.Durati
 
 // TestRateLimitQuotaPaces: a server that allows 15 requests in each 3s
 // window and publishes what is left, in each header family, refuses
-// nothing of four callers that loop for 4s (on a busy machine until it
+// nothing of four callers that loop for 4s (3.5s with -short, see
+// quotatest.PacedRun; on a busy machine until it
 // has served 15, within 20s) through a Transport with
 // WithRateLimitQuota, and serves at least 15 of them (they use the
 // quota); without the option, the adaptive rate limit learns the limit
@@ -111,7 +112,7 @@ func TestRateLimitQuotaPaces(t *testing.T) {
 				}
 				c := &http.Client{Transport: httpretry.NewTransport(nil, opts...)}
 				start := time.Now()
-				failed := hammer(t, c, srv.URL, 4, 20*time.Second, func() bool { return q.Enough(on, start, 4*time.Second) })
+				failed := hammer(t, c, srv.URL, 4, 20*time.Second, func() bool { return q.Enough(on, start, quotatest.PacedRun(testing.Short())) })
 				t.Logf("server saw %d, refused %d; %d calls failed in the client", q.Seen(), q.Refused(), failed)
 				switch {
 				case on && (q.Refused() != 0 || q.Seen()-q.Refused() < 15):
@@ -208,8 +209,10 @@ func TestRateLimitQuotaDistrusted(t *testing.T) {
 // TestRateLimitQuotaCapped: a quota spent until a reset a minute away
 // keeps the next call no longer than the Retry-After cap: with a cap of
 // 200ms the calls after the first wait for it and go, within their 5s
-// deadlines.
+// deadlines. Its limiter is its server's host's alone, so it waits beside
+// the other tests that wait.
 func TestRateLimitQuotaCapped(t *testing.T) {
+	t.Parallel()
 	q := &quotatest.Quota{Limit: 1 << 30, Window: time.Hour, Publish: func(time.Time) map[string]string {
 		return map[string]string{"Ratelimit": `"p";r=0;t=60`}
 	}}

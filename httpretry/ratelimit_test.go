@@ -424,7 +424,7 @@ func TestAdaptiveThrottleBehindRateLimit(t *testing.T) {
 // the machine has (CI runs it with -race), twenty callers calling back to
 // back with 1s deadlines, and trying again at once when the rate limit
 // refuses them, against an httptest server that accepts 20 a second (a
-// burst of 2) for 2s and then everything: the server soon accepts more
+// burst of 2) for 2s (1s with -short) and then everything: the server soon accepts more
 // than 20 a second again (the rate is back at the rate of its last cut
 // 2.5s after it, and climbs on; fifteen seconds allows for a loaded
 // machine). (Under -race on a loaded machine the client sent nothing from
@@ -432,7 +432,7 @@ func TestAdaptiveThrottleBehindRateLimit(t *testing.T) {
 // refusals ran the queue ahead of every deadline.)
 func TestAdaptiveRateLimitRecovers(t *testing.T) {
 	t.Parallel()
-	lim := limittest.New(20, 2, 2*time.Second)
+	lim := limittest.New(20, 2, limittest.Length())
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if !lim.Allow() {
 			w.WriteHeader(http.StatusTooManyRequests)

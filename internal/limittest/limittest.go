@@ -35,6 +35,18 @@ func New(rate, burst float64, d time.Duration) *Limit {
 	return &Limit{rate: rate, burst: burst, until: now.Add(d), tokens: burst, last: now}
 }
 
+// Length is how long the front doors' recovery tests limit the server:
+// 2s, or with -short 1s. Either is long enough for the client's rate limit
+// to be throttled and cut its rate (the first cut comes within a
+// quarter-second of the first attempt); what Recovery then asserts, the
+// climb back once the limit stops, is the same, a second sooner.
+func Length() time.Duration {
+	if testing.Short() {
+		return time.Second
+	}
+	return 2 * time.Second
+}
+
 // Allow reports whether the server accepts a request now: the handler
 // answers as the server's protocol says "too many requests" when it does
 // not.

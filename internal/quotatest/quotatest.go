@@ -87,6 +87,18 @@ func (q *Quota) Take(now time.Time) (ok bool, fields map[string]string, retryAft
 	return ok, fields, reset
 }
 
+// PacedRun is how long the front doors' tests of a client's pacing run
+// their paced callers (see Enough) against a quota of 3s windows: 4s, a
+// second into the window after the first reset, or with short (go test
+// -short) half a second into it. Either way the callers, paced, cross the
+// reset, and are served the limit with none refused.
+func PacedRun(short bool) time.Duration {
+	if short {
+		return 3500 * time.Millisecond
+	}
+	return 4 * time.Second
+}
+
 // Enough reports whether callers that have called q since start have run
 // long enough to show what a test of a client's pacing asserts. Paced by
 // the quota, they must run for at least run (past a window's reset) and

@@ -36,3 +36,13 @@ func TestEnough(t *testing.T) {
 		t.Error("paced callers done with 1 of the limit of 5 served")
 	}
 }
+
+// PacedRun: the paced callers cross the first reset of a 3s window, with
+// -short too, and -short runs them no longer.
+func TestPacedRun(t *testing.T) {
+	window := 3 * time.Second
+	full, short := PacedRun(false), PacedRun(true)
+	if full <= window || short <= window || short > full {
+		t.Fatalf("runs of %v and, with -short, %v; want both past the reset at %v, -short's no longer", full, short, window)
+	}
+}

@@ -461,26 +461,65 @@ func answerBeforeDeadline(c code) handlers {
 // the attempt was cut by its timeout whatever code the server gave: it is
 // retried, and the call ends DEADLINE_EXCEEDED with ErrAttemptTimeout
 // after maxAttempts, in every protocol.
+//
+// Each call waits out maxAttempts counted timeouts and computes little.
+// With -short, where each code runs in one protocol of each major (the one
+// each would pick for the code's subtest), a major's three calls wait side
+// by side in one test: as parallel subtests, six of them held as many of
+// the parallel tests' turns for 3s.
 func TestPerAttemptTimeoutUnaryServerAnswersFirst(t *testing.T) {
 	t.Parallel()
 	const maxAttempts = 3
-	for _, c := range []code{serviceconfig.Cancelled, serviceconfig.Unavailable, serviceconfig.DeadlineExceeded} {
-		t.Run(codeName(c), func(t *testing.T) {
-			t.Parallel()
-			each(t, func(t *testing.T, e env) {
+	codes := []code{serviceconfig.Cancelled, serviceconfig.Unavailable, serviceconfig.DeadlineExceeded}
+	top := t.Name()
+	// call starts the call in e against a server that answers with c, and
+	// returns what waits for its end and judges it.
+	call := func(t *testing.T, e env, c code) func(t *testing.T) {
+		t.Helper()
+		s := e.start(t, answerBeforeDeadline(c))
+		warm(t, e, s, e.p, serverStream)
+		cl, _ := e.dialAuto(t, s, retryConfig(t, maxAttempts, `"RESOURCE_EXHAUSTED"`, ""), withPerAttemptTimeout(countedTimeout))
+		var n int
+		done := make(chan error, 1)
+		go func() {
+			_, err := cl.unary(e.countAttempts(context.Background(), &n), "x", nil)
+			done <- err
+		}()
+		return func(t *testing.T) {
+			t.Helper()
+			err := <-done
+			if e.codeOf(err) != serviceconfig.DeadlineExceeded || !errors.Is(err, rebound.ErrAttemptTimeout) || !errors.Is(err, rebound.ErrAttemptsExhausted) {
+				t.Fatalf("err %v, want deadline_exceeded from the per-attempt timeout, attempts exhausted", err)
+			}
+			if n != maxAttempts || s.count(unary) != maxAttempts {
+				t.Fatalf("%d attempts, server saw %d; want %d", n, s.count(unary), maxAttempts)
+			}
+		}
+	}
+	if !testing.Short() {
+		for _, c := range codes {
+			t.Run(codeName(c), func(t *testing.T) {
 				t.Parallel()
-				s := e.start(t, answerBeforeDeadline(c))
-				warm(t, e, s, e.p, serverStream)
-				cl, _ := e.dialAuto(t, s, retryConfig(t, maxAttempts, `"RESOURCE_EXHAUSTED"`, ""), withPerAttemptTimeout(countedTimeout))
-				var n int
-				_, err := cl.unary(e.countAttempts(context.Background(), &n), "x", nil)
-				if e.codeOf(err) != serviceconfig.DeadlineExceeded || !errors.Is(err, rebound.ErrAttemptTimeout) || !errors.Is(err, rebound.ErrAttemptsExhausted) {
-					t.Fatalf("err %v, want deadline_exceeded from the per-attempt timeout, attempts exhausted", err)
-				}
-				if n != maxAttempts || s.count(unary) != maxAttempts {
-					t.Fatalf("%d attempts, server saw %d; want %d", n, s.count(unary), maxAttempts)
-				}
+				each(t, func(t *testing.T, e env) {
+					t.Parallel()
+					call(t, e, c)(t)
+				})
 			})
+		}
+		return
+	}
+	for _, m := range majors {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			envs := make([]env, len(codes))
+			judges := make([]func(*testing.T), len(codes))
+			for i, c := range codes {
+				envs[i] = env{m, m.protocols[shortPick(top+"/"+codeName(c), m, len(m.protocols))]}
+				judges[i] = call(t, envs[i], c)
+			}
+			for i, c := range codes {
+				t.Run(codeName(c)+"/"+envs[i].p.String(), judges[i])
+			}
 		})
 	}
 }

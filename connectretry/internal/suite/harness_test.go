@@ -524,13 +524,20 @@ func shortMatrix[P any](t *testing.T, m *major, ps []P) []P {
 	if !testing.Short() || len(ps) <= 1 {
 		return ps
 	}
+	k := shortPick(t.Name(), m, len(ps))
+	return ps[k : k+1]
+}
+
+// shortPick is the index, of n, that shortMatrix picks in the test named
+// name: a test that runs as one what would be subtests picks for each as
+// the subtest would.
+func shortPick(name string, m *major, n int) int {
 	h := fnv.New32a()
-	_, _ = io.WriteString(h, t.Name())
+	_, _ = io.WriteString(h, name)
 	if m != nil {
 		_, _ = io.WriteString(h, "/"+m.name)
 	}
-	k := int(h.Sum32() % uint32(len(ps)))
-	return ps[k : k+1]
+	return int(h.Sum32() % uint32(n))
 }
 
 // eachMajor runs f as a subtest for each major in one protocol, p, or in

@@ -509,13 +509,13 @@ func TestAdaptiveThrottleStreamGivesTurnBack(t *testing.T) {
 }
 
 // TestAdaptiveRateLimitRecovers: see httpretry's. A connect handler that
-// accepts 20 calls a second (a burst of 2) for 2s and answers the rest
+// accepts 20 calls a second (a burst of 2) for 2s (1s with -short) and answers the rest
 // ResourceExhausted, then accepts everything; twenty callers on the real
 // clock: the handler soon accepts more than 20 a second again. It takes
 // seconds, and the gates are the engine's: -short runs it once.
 func TestAdaptiveRateLimitRecovers(t *testing.T) {
 	eachOnce(t, func(t *testing.T, e env) {
-		lim := limittest.New(20, 2, 2*time.Second)
+		lim := limittest.New(20, 2, limittest.Length())
 		name := "recovers-" + uniqueName(t)
 		s := e.start(t, handlers{unary: func(*call) (string, error) {
 			if !lim.Allow() {
