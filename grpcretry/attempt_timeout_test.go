@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -768,4 +769,56 @@ func TestPerAttemptTimeoutUnaryServerAnswersFirst(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A server stream's only attempt answers at about the instant its timer
+// fires, call after call. Whichever comes first, the call either delivers
+// the message or fails as timed out: when the timer wins as the headers
+// come, the attempt is cut and its message dropped unseen, and with no
+// retry to follow (the next would pass the call's deadline) the call must
+// fail, never end with io.EOF and no message, as if the server had sent
+// none.
+func TestPerAttemptTimeoutCutAnswerIsNotSuccess(t *testing.T) {
+	t.Parallel()
+	const d = 20 * time.Millisecond
+	h := grpctest.Handlers{ServerStream: func(n int, _ *testpb.StreamingOutputCallRequest, s grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+		// Answers swept from d-4ms to d+1ms, 20µs apart: the time to
+		// send and read them puts the instant of the timer inside.
+		time.Sleep(d - 4*time.Millisecond + time.Duration(n%250)*20*time.Microsecond)
+		return s.Send(&testpb.StreamingOutputCallResponse{})
+	}}
+	srv := grpctest.Start(t, h)
+	// Backoffs of a minute: no retry fits in a call's 30s.
+	c, err := grpcretry.New(backoffConfig(t, 2, "60s", `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(d),
+		grpcretry.WithRandom(clocktest.NewRand(0.99)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+	var wg sync.WaitGroup
+	var got, cut atomic.Int32
+	for range 30 {
+		wg.Go(func() {
+			for range 30 {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				var n int
+				st, err := tc.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{}, grpcretry.CountAttempts(&n))
+				if err == nil {
+					_, err = st.Recv()
+				}
+				cancel()
+				switch {
+				case err == nil:
+					got.Add(1)
+				case status.Code(err) == codes.DeadlineExceeded && errors.Is(err, rebound.ErrAttemptTimeout) && n == 1:
+					cut.Add(1)
+				default:
+					t.Errorf("%v (%s) after %d attempts; want the message, or DEADLINE_EXCEEDED with ErrAttemptTimeout after 1", err, status.Code(err), n)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d calls delivered the message, %d were cut", got.Load(), cut.Load())
 }

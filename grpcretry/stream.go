@@ -607,6 +607,12 @@ func (s *clientStream) recvEnd(a *attempt, err error) error {
 	if err == nil || err == io.EOF {
 		s.succeeded(a)
 		s.report()
+		if s.rd != a && s.failed() {
+			// a's timer fired as its headers came: its message was
+			// dropped unseen and a judged timed out, with no attempt to
+			// follow. Its stream's own end says nothing of the call's.
+			return s.terminal()
+		}
 		return err
 	}
 	s.judge(a, err, true)
@@ -697,6 +703,13 @@ func (s *clientStream) current() *attempt {
 // until the machinery of hedges starts. Called with mu held.
 func (s *clientStream) single() bool {
 	return len(s.live) > 0 && (s.policy != nil || !s.watched)
+}
+
+// failed reports whether the call has ended, and not in success.
+func (s *clientStream) failed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done && s.final != io.EOF
 }
 
 // terminal returns the call's result once it has ended, after the
