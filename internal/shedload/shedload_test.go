@@ -564,3 +564,66 @@ func TestLateShare(t *testing.T) {
 		t.Errorf("Summary %q lacks the late share", s)
 	}
 }
+
+// carried takes a try for carried only when the machine ran both runs on
+// time in every window in which the recovery is judged: a stall of a
+// quarter second there, in either run, is enough to make the Shedder
+// shed, and a median over the whole span hid it.
+func TestCarried(t *testing.T) {
+	sc := FleetScenario(GRPC, CapacityHalved)
+	// run is a run of sc in which every call succeeds and every request
+	// holds its slot for the work's time, but for those that start in
+	// [from, from+RecoveryWindow), which start late by late and hold
+	// their slots for held.
+	run := func(from, late, held time.Duration) *Report {
+		r := &Report{Scenario: sc}
+		for at := time.Duration(0); at < sc.Duration; at += 10 * time.Millisecond {
+			c, h := Call{Start: at, End: at + sc.Work}, sc.Work
+			if at >= from && at < from+RecoveryWindow {
+				c.Late, h = late, held
+			}
+			r.Calls = append(r.Calls, c)
+			r.Served = append(r.Served, ServedCall{Start: at, End: at + h, Held: h})
+		}
+		return r
+	}
+	o := sc.Outage
+	clean := run(0, 0, sc.Work)
+	for _, tc := range []struct {
+		name          string
+		without, with *Report
+		carried       bool
+	}{
+		{"on time", clean, clean, true},
+		{"late after the outage, with the Shedder", clean, run(o.End()+time.Second, 2*LateStart, sc.Work), false},
+		{"late after the outage, without it", run(o.End(), 2*LateStart, sc.Work), clean, false},
+		{"stalled after the outage, with the Shedder", clean, run(o.End()+500*time.Millisecond, 0, 2*sc.Work), false},
+		{"stalled after the outage, without it", run(o.End()+time.Second, 0, 2*sc.Work), clean, false},
+		// The outage itself is the Shedder's to weather.
+		{"late during the outage", clean, run(o.Start, 2*LateStart, sc.Work), true},
+	} {
+		if why := carried(tc.without, tc.with); (why == "") != tc.carried {
+			t.Errorf("%s: carried says %q, want carried %v", tc.name, why, tc.carried)
+		}
+	}
+}
+
+// carriedAttack takes a try for carried when the honest clients without
+// the Shedder made at least half the calls the scenario asks for.
+func TestCarriedAttack(t *testing.T) {
+	start, run := time.Second, 4*time.Second
+	r := func(calls int) *Report {
+		r := &Report{Scenario: honest(GRPC, run)}
+		for i := range calls {
+			at := start + time.Duration(i)*(run-start)/time.Duration(calls)
+			r.Calls = append(r.Calls, Call{Start: at, End: at + 50*time.Millisecond})
+		}
+		return r
+	}
+	// 16 clients at 50ms a call make 960 calls in 3s.
+	for calls, want := range map[int]bool{960: true, 480: true, 479: false, 99: false, 0: false} {
+		if why := carriedAttack(r(calls), start, run); (why == "") != want {
+			t.Errorf("%d calls: carriedAttack says %q, want carried %v", calls, why, want)
+		}
+	}
+}
