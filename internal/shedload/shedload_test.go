@@ -517,8 +517,14 @@ func TestOutages(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, ok := runs[i]()
 			without, with, _ := c.reports(t)
-			if tc.sc.Tap && with.Stats.ShedRetry+with.Stats.ShedStop == 0 {
+			// A machine too busy for the fleet may leave the Shedder
+			// nothing to shed: calls time out on the clients' side.
+			switch n := with.Stats.ShedRetry + with.Stats.ShedStop; {
+			case !tc.sc.Tap || n > 0:
+			case ok:
 				t.Error("the tap handle shed nothing")
+			default:
+				t.Log("the tap handle shed nothing, in runs the machine did not carry: not judged")
 			}
 			checkOutage(t, without, with, ok)
 		})
