@@ -428,9 +428,10 @@ func startOutageRuns(sc Scenario, also *Scenario) func() (comparison, bool) {
 // bunches, which the Shedder rightly reads as overload and sheds; a
 // median over the whole span, or the run without the Shedder alone, hid
 // a second of it in which the machine stalled the run with the Shedder
-// (.ci/loaded: "recovered false" in a try taken as carried). Nothing
-// here is of the Shedder's making: the clients' lateness and the time a
-// request holds its backend slot are the machine's.
+// (.ci/loaded: "recovered false" in a try taken as carried). What the
+// windows measure is the machine's, not the Shedder's: how late the
+// clients' calls started, and how long a request held its backend slot
+// once it had one.
 func carried(r, with *Report) string {
 	o, work, end := r.Scenario.Outage, r.Scenario.Work, r.Scenario.Duration
 	tol := work * 3 / 2
