@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,10 +74,10 @@ type comparison struct {
 // each alike. It calls no method of a testing.T, so that several may run
 // at once.
 //
-// A test judges the run with the Shedder against those beside it, never
-// skipping: on a machine too busy to carry the honest load, the Shedder
-// rightly sheds what the machine's own queueing delays, and the run
-// without it, or the Shedder's run without the attack, shows how much.
+// A test judges the run with the Shedder against those beside it, made
+// at the same moment, and only when they show that the machine carried
+// the scenario: on a machine too busy for it, the Shedder rightly sheds
+// what the machine's own queueing delays.
 func runComparison(sc Scenario, also *Scenario) (c comparison) {
 	if testing.Short() {
 		shortRuns <- struct{}{}
@@ -115,20 +116,27 @@ func (c comparison) reports(t *testing.T) (without, with, other *Report) {
 }
 
 // checkAttack runs sc with and without the Shedder, and with the Shedder
-// but without the attack, and fails unless the honest clients fare at
-// least as well with it, as the issue has it: at most 10% of their calls
-// shed, goodput at least 80% of the run without the Shedder, from the
-// attack's start to the end of the run. On a busy machine the margins
-// stretch by what the Shedder did without the attack: at most 10% of the
-// calls shed beyond its share there, and at least 80% of its goodput
-// there when that is the lower. When the service took more than the
-// Shedder's tolerance (1.5) times its work even without the Shedder
-// during the attack, the machine could not carry the attacker's calls
-// beside the honest ones (the race detector multiplies their cost): the
-// server was overloaded, the Shedder rightly sheds, and only the goodput
-// is judged. When the runs beside it made fewer than 100 honest calls,
-// the machine did not carry even the honest load, and the goodput, of a
-// few dozen calls, is noise: only the share shed is judged.
+// but without the attack, all at once, and fails unless the honest
+// clients fare at least as well with it, as the issue has it: at most 10%
+// of their calls shed, goodput at least 80% of the run without the
+// Shedder, from the attack's start to the end of the run. On a busy
+// machine the margins stretch by what the Shedder did without the attack:
+// at most 10% of the calls shed beyond its share there, and at least 80%
+// of its goodput there when that is the lower. When the service took more
+// than the Shedder's tolerance (1.5) times its work even without the
+// Shedder during the attack, the machine could not carry the attacker's
+// calls beside the honest ones (the race detector multiplies their cost):
+// the server was overloaded, the Shedder rightly sheds, and only the
+// goodput is judged.
+//
+// Only runs the machine carried are judged: those in which the honest
+// clients without the Shedder made at least half the calls the scenario
+// asks for (see carriedAttack). A machine that runs them a tenth as often
+// is not running the issue's scenario: in an interval of a few dozen
+// honest samples, the attacker's allowance of samples (16 plus an eighth)
+// weighs as much as all of theirs. Such a run is tried again, up to
+// tries() times, and when the machine carried none, the test is skipped
+// with the figures of the last.
 func checkAttack(t *testing.T, sc Scenario) {
 	t.Helper()
 	start, end, run := attackTimes(t)
@@ -137,27 +145,60 @@ func checkAttack(t *testing.T, sc Scenario) {
 	control.Attack = nil
 	cfg := shed.DefaultConfig()
 	control.Shed = &cfg
-	without, with, alone := runComparison(sc, &control).reports(t)
+	var (
+		c     comparison
+		notes []string
+		why   string
+	)
+	n := tries()
+	for try := range n {
+		c = runComparison(sc, &control)
+		if c.err != nil {
+			break
+		}
+		if why = carriedAttack(c.without, start, run); why == "" {
+			break
+		}
+		notes = append(notes, fmt.Sprintf("try %d: the machine did not carry the honest load: %s; without the Shedder: %s; with it: %s; without the attack: %s",
+			try+1, why, c.without.Summary(), c.with.Summary(), c.other.Summary()))
+	}
+	if !testing.Short() {
+		uncarried.Store(c.err == nil && why != "")
+	}
+	c.notes = notes
+	without, with, alone := c.reports(t)
 	bare, got, calm := without.Started(start, run), with.Started(start, run), alone.Started(start, run)
 	g0, g1, gc := without.Goodput(start, run), with.Goodput(start, run), alone.Goodput(start, run)
 	after := with.Started(end, run)
 	t.Logf("honest calls from the attack on: %.1f%% shed (without the Shedder: %.1f%%; without the attack: %.1f%%), goodput %.1f/s against %.1f/s (%.1f/s); after the attack: %.1f%% shed",
 		100*got.ShedShare(), 100*bare.ShedShare(), 100*calm.ShedShare(), g1, g0, gc, 100*after.ShedShare())
+	if why != "" {
+		t.Skipf("the machine did not carry the honest load in %d tries, and nothing is judged: %s", n, why)
+	}
 	overloaded := without.ServiceLatency(start, end) > sc.Work*3/2
 	if overloaded {
 		t.Logf("without the Shedder the service took %v during the attack, more than 1.5 times its work: the share shed is not judged", without.ServiceLatency(start, end))
 	}
-	// A goodput of a few dozen calls is noise: the runs beside it must
-	// have carried at least 100 honest calls (16 clients make about 600
-	// in the -short attack's 2s on a machine that carries them).
-	few := min(bare.Calls, calm.Calls) < 100
-	if few {
-		t.Logf("the runs beside it made %d and %d honest calls from the attack on, fewer than 100: the machine did not carry the honest load, and the goodput is not judged", bare.Calls, calm.Calls)
-	}
-	if got.Calls == 0 || !overloaded && got.ShedShare() > max(0.10, calm.ShedShare()+0.10) || !few && g1 < 0.8*min(g0, gc) {
+	if got.Calls == 0 || !overloaded && got.ShedShare() > max(0.10, calm.ShedShare()+0.10) || g1 < 0.8*min(g0, gc) {
 		t.Errorf("%v: with the Shedder, %.1f%% of the honest calls shed and goodput %.1f/s, against %.1f/s without it (%.1f%% shed and %.1f/s without the attack): want at most 10%% more and at least 80%%",
 			sc.Protocol, 100*got.ShedShare(), g1, g0, 100*calm.ShedShare(), gc)
 	}
+}
+
+// carriedAttack says why the machine did not carry the honest load of r,
+// an attack's run without the Shedder, from the attack's start to the end
+// of the run, or "" when it did: its closed-loop clients made at least
+// half the calls they make when each takes the work's time (16 clients
+// make 960 in the 3s of a full run, 640 in the 2s of a -short one, and
+// about 600 in -short on a machine that carries them). The run without
+// the Shedder decides, so that nothing the Shedder does can excuse it.
+func carriedAttack(r *Report, start, run time.Duration) string {
+	sc := r.Scenario
+	want := int(time.Duration(sc.Honest) * (run - start) / sc.Work)
+	if n := r.Started(start, run).Calls; 2*n < want {
+		return fmt.Sprintf("its %d honest clients made %d calls from the attack on without the Shedder, fewer than half the %d they make at %v a call", sc.Honest, n, want, sc.Work)
+	}
+	return ""
 }
 
 // The attackers of items 1 to 3, each as the issue ran it.
@@ -297,18 +338,28 @@ func fleet(p Protocol, shape Shape) Scenario {
 	return sc
 }
 
-// tries is how many times outageRuns runs a scenario on a machine that
-// does not carry the fleet: three, or with -short one. Each run takes
+// tries is how many times outageRuns and checkAttack run a scenario on a
+// machine that does not carry it: three, or with -short one. Each run takes
 // seconds; in go test -race -short ./... another package's tests share
 // the CPUs, and three tries of each scenario tripled the package's time.
 // The run without -short (CI's) still tries three times before it gives
-// up judging the recovery.
+// up judging, but once after a scenario the machine carried none of (see
+// uncarried).
 func tries() int {
-	if testing.Short() {
+	if testing.Short() || uncarried.Load() {
 		return 1
 	}
 	return 3
 }
+
+// uncarried says that the last scenario of a run without -short found
+// the machine carrying none of its tries: the next then tries once, and
+// a scenario the machine carries lets the next try three times again. On
+// a machine that carried none of three, three tries of each of the
+// package's 35 scenarios only wait, for minutes: at a load average of
+// 20-40, .ci/loaded's runs of the package took 13 minutes, and then more
+// than its 20 (a timeout in TestHalfFailFast).
+var uncarried atomic.Bool
 
 // outageRuns runs sc with and without the Shedder, and also beside them
 // if not nil, up to tries() times, until the runs show that the machine
@@ -320,11 +371,15 @@ func outageRuns(sc Scenario, also *Scenario) (c comparison, ok bool) {
 		if c.err != nil {
 			return c, false
 		}
-		if ok = carried(c.without, c.with); ok {
+		why := carried(c.without, c.with)
+		if ok = why == ""; ok {
 			break
 		}
-		notes = append(notes, fmt.Sprintf("try %d: the machine did not carry the fleet (see carried): without the Shedder: %s; with it: %s",
-			try+1, c.without.Summary(), c.with.Summary()))
+		notes = append(notes, fmt.Sprintf("try %d: the machine did not carry the fleet: %s; without the Shedder: %s; with it: %s",
+			try+1, why, c.without.Summary(), c.with.Summary()))
+	}
+	if !testing.Short() {
+		uncarried.Store(!ok)
 	}
 	c.notes = notes
 	return c, ok
@@ -356,23 +411,56 @@ func startOutageRuns(sc Scenario, also *Scenario) func() (comparison, bool) {
 	}
 }
 
-// carried reports whether the machine carried the fleet of r, a run
-// without the Shedder, and of with, the run with it beside r: before the
-// outage the service took about the backend's time (within the Shedder's
-// tolerance, 1.5) and at least 90% of r's calls succeeded; after it they
-// succeeded as often again within 2s; in the run's last second, when the
-// outage's backlog may still queue, a request held its slot for about
-// the work's time; and in the run with the Shedder a request held its
-// slot as long from the outage's end on, and at least 90% of the calls
-// succeeded before the outage, when the load is 75% of the server's
-// capacity. A machine too busy for that adds delays of its own, which the
-// Shedder rightly reads as overload and sheds.
-func carried(r, with *Report) bool {
+// carried says why the machine did not carry the fleet of r, a run
+// without the Shedder, and of with, the run with it beside r, or "" when
+// it did. It carried them when: before the outage the service took about
+// the backend's time (within the Shedder's tolerance, 1.5) and at least
+// 90% of the calls of each run succeeded, when the load is 75% of the
+// server's capacity; after it r's calls succeeded as often again within
+// 2s; in r's last second, when the outage's backlog may still queue, a
+// request held its slot for about the work's time; and from the outage's
+// end to the end of the run, where the Shedder's recovery is judged, in
+// every RecoveryWindow of it, in both runs, a request held its slot for
+// about the work's time (the median) and at most a tenth of the calls
+// started over LateStart after their arrival. A machine too busy for
+// that adds delays of its own, or starts the clients' calls late and in
+// bunches, which the Shedder rightly reads as overload and sheds; a
+// median over the whole span, or the run without the Shedder alone, hid
+// a second of it in which the machine stalled the run with the Shedder
+// (.ci/loaded: "recovered false" in a try taken as carried). What the
+// windows measure is the machine's, not the Shedder's: how late the
+// clients' calls started, and how long a request held its backend slot
+// once it had one.
+func carried(r, with *Report) string {
 	o, work, end := r.Scenario.Outage, r.Scenario.Work, r.Scenario.Duration
-	d, ok := r.Recovery()
-	return r.PreOutage() >= 0.9 && ok && d <= 2*time.Second &&
-		r.ServiceLatency(max(o.Start-time.Second, 0), o.Start) <= work*3/2 && r.HeldLatency(end-time.Second, end) <= work*3/2 &&
-		with.PreOutage() >= 0.9 && with.HeldLatency(o.End(), end) <= work*3/2
+	tol := work * 3 / 2
+	before := max(o.Start-time.Second, 0)
+	switch d, ok := r.Recovery(); {
+	case r.PreOutage() < 0.9 || with.PreOutage() < 0.9:
+		return fmt.Sprintf("%.0f%% and %.0f%% of the calls succeeded before the outage, without and with the Shedder", 100*r.PreOutage(), 100*with.PreOutage())
+	case r.ServiceLatency(before, o.Start) > tol:
+		return fmt.Sprintf("the service took %v before the outage", r.ServiceLatency(before, o.Start))
+	case !ok || d > 2*time.Second:
+		return fmt.Sprintf("without the Shedder the calls did not recover within 2s (%v, %v)", d, ok)
+	case r.HeldLatency(end-time.Second, end) > tol:
+		return fmt.Sprintf("without the Shedder a request held its slot %v in the last second", r.HeldLatency(end-time.Second, end))
+	}
+	runs := []struct {
+		name string
+		r    *Report
+	}{{"without", r}, {"with", with}}
+	for from := o.End(); from+RecoveryWindow <= end; from += RecoveryWindow {
+		to := from + RecoveryWindow
+		for _, x := range runs {
+			if h := x.r.HeldLatency(from, to); h > tol {
+				return fmt.Sprintf("%s the Shedder a request held its slot %v in [%v, %v)", x.name, h, from, to)
+			}
+			if l := x.r.LateShare(from, to, LateStart); l > 0.1 {
+				return fmt.Sprintf("%s the Shedder %.0f%% of the calls started over %v late in [%v, %v)", x.name, 100*l, LateStart, from, to)
+			}
+		}
+	}
+	return ""
 }
 
 // checkOutage holds the Shedder to items 7 and 8: the fleet's attempts
@@ -391,7 +479,7 @@ func checkOutage(t *testing.T, without, with *Report, ok bool) {
 	d1, ok1 := with.Recovery()
 	switch {
 	case !ok:
-		t.Logf("the machine did not carry the fleet in %d tries: the recovery is not judged (with the Shedder: %v, recovered %v)", tries(), d1, ok1)
+		t.Logf("the machine carried the fleet in none of its tries: the recovery is not judged (with the Shedder: %v, recovered %v)", d1, ok1)
 	case !ok1 || d1 > 2*time.Second && d1 > d0+500*time.Millisecond:
 		t.Errorf("recovery %v (recovered %v), without the Shedder %v: want within 2s", d1, ok1, d0)
 	}
@@ -429,8 +517,14 @@ func TestOutages(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, ok := runs[i]()
 			without, with, _ := c.reports(t)
-			if tc.sc.Tap && with.Stats.ShedRetry+with.Stats.ShedStop == 0 {
+			// A machine too busy for the fleet may leave the Shedder
+			// nothing to shed: calls time out on the clients' side.
+			switch n := with.Stats.ShedRetry + with.Stats.ShedStop; {
+			case !tc.sc.Tap || n > 0:
+			case ok:
 				t.Error("the tap handle shed nothing")
+			default:
+				t.Log("the tap handle shed nothing, in runs the machine did not carry: not judged")
 			}
 			checkOutage(t, without, with, ok)
 		})
@@ -492,5 +586,68 @@ func TestLateShare(t *testing.T) {
 	}
 	if s := r.Summary(); !strings.Contains(s, "50.0% started over 100ms late") {
 		t.Errorf("Summary %q lacks the late share", s)
+	}
+}
+
+// carried takes a try for carried only when the machine ran both runs on
+// time in every window in which the recovery is judged: a stall of a
+// quarter second there, in either run, is enough to make the Shedder
+// shed, and a median over the whole span hid it.
+func TestCarried(t *testing.T) {
+	sc := FleetScenario(GRPC, CapacityHalved)
+	// run is a run of sc in which every call succeeds and every request
+	// holds its slot for the work's time, but for those that start in
+	// [from, from+RecoveryWindow), which start late by late and hold
+	// their slots for held.
+	run := func(from, late, held time.Duration) *Report {
+		r := &Report{Scenario: sc}
+		for at := time.Duration(0); at < sc.Duration; at += 10 * time.Millisecond {
+			c, h := Call{Start: at, End: at + sc.Work}, sc.Work
+			if at >= from && at < from+RecoveryWindow {
+				c.Late, h = late, held
+			}
+			r.Calls = append(r.Calls, c)
+			r.Served = append(r.Served, ServedCall{Start: at, End: at + h, Held: h})
+		}
+		return r
+	}
+	o := sc.Outage
+	clean := run(0, 0, sc.Work)
+	for _, tc := range []struct {
+		name          string
+		without, with *Report
+		carried       bool
+	}{
+		{"on time", clean, clean, true},
+		{"late after the outage, with the Shedder", clean, run(o.End()+time.Second, 2*LateStart, sc.Work), false},
+		{"late after the outage, without it", run(o.End(), 2*LateStart, sc.Work), clean, false},
+		{"stalled after the outage, with the Shedder", clean, run(o.End()+500*time.Millisecond, 0, 2*sc.Work), false},
+		{"stalled after the outage, without it", run(o.End()+time.Second, 0, 2*sc.Work), clean, false},
+		// The outage itself is the Shedder's to weather.
+		{"late during the outage", clean, run(o.Start, 2*LateStart, sc.Work), true},
+	} {
+		if why := carried(tc.without, tc.with); (why == "") != tc.carried {
+			t.Errorf("%s: carried says %q, want carried %v", tc.name, why, tc.carried)
+		}
+	}
+}
+
+// carriedAttack takes a try for carried when the honest clients without
+// the Shedder made at least half the calls the scenario asks for.
+func TestCarriedAttack(t *testing.T) {
+	start, run := time.Second, 4*time.Second
+	r := func(calls int) *Report {
+		r := &Report{Scenario: honest(GRPC, run)}
+		for i := range calls {
+			at := start + time.Duration(i)*(run-start)/time.Duration(calls)
+			r.Calls = append(r.Calls, Call{Start: at, End: at + 50*time.Millisecond})
+		}
+		return r
+	}
+	// 16 clients at 50ms a call make 960 calls in 3s.
+	for calls, want := range map[int]bool{960: true, 480: true, 479: false, 99: false, 0: false} {
+		if why := carriedAttack(r(calls), start, run); (why == "") != want {
+			t.Errorf("%d calls: carriedAttack says %q, want carried %v", calls, why, want)
+		}
 	}
 }
