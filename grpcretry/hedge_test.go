@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/internal/clocktest"
 	"github.com/rebound-go/rebound/internal/grpctest"
+	"github.com/rebound-go/rebound/internal/stretch"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
 
@@ -147,6 +149,53 @@ func (s *script) expect(want ...string) {
 	if !slices.Equal(got, w) {
 		s.t.Fatalf("events %v, want %v", got, want)
 	}
+}
+
+// expectBefore is expect for events that must come before call p ends at
+// its deadline. When the deadline came first (p ended with
+// DEADLINE_EXCEEDED, or the server saw an attempt cancelled), it returns
+// an error: a stretch scenario's outcome that only a slow machine
+// explains, the attempts not reaching the server in time.
+func (s *script) expectBefore(p *pending, want ...string) error {
+	s.t.Helper()
+	var got []string
+	for len(got) < len(want) {
+		var e string
+		select {
+		case e = <-s.events:
+		case <-p.done:
+			select {
+			case e = <-s.events: // it came as the call ended
+			default:
+				return s.late(p, got, want)
+			}
+		case <-time.After(10 * time.Second):
+			s.t.Fatalf("events %v, still waiting for %v", got, want)
+		}
+		if strings.HasPrefix(e, "cancel ") {
+			p.wait()
+			return s.late(p, append(got, e), want)
+		}
+		got = append(got, e)
+	}
+	slices.Sort(got)
+	w := slices.Clone(want)
+	slices.Sort(w)
+	if !slices.Equal(got, w) {
+		s.t.Fatalf("events %v, want %v", got, want)
+	}
+	return nil
+}
+
+// late is expectBefore's verdict on a call p that ended before the server
+// saw want: too slow at DEADLINE_EXCEEDED, and a failure of the test with
+// any other status.
+func (s *script) late(p *pending, got, want []string) error {
+	s.t.Helper()
+	if status.Code(p.err) != codes.DeadlineExceeded {
+		s.t.Fatalf("events %v, still waiting for %v, when the call ended: %v", got, want, p.err)
+	}
+	return fmt.Errorf("the call's deadline came after %d attempts (%v), with events %v, still waiting for %v", p.attempts, p.err, got, want)
 }
 
 // quiet fails on an event not yet read.
@@ -534,25 +583,41 @@ func TestHedgeThrottle(t *testing.T) {
 
 func TestHedgeDeadlineCoversAllHedges(t *testing.T) {
 	t.Parallel()
-	s := newScript(t)
-	srv := grpctest.Start(t, s.handlers())
-	cc, clk := hedgeClient(t, srv, hedgeConfig(t, 3, "0.1s", ""), nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	p := start(t, ctx, cc, new(testpb.SimpleResponse))
-	s.expect("start 1")
-	clk.WaitCreated(1)
-	clk.Advance(100 * time.Millisecond)
-	s.expect("start 2")
-	// Neither answers: the call's one deadline ends both, and the third
-	// attempt is never sent. (Which side notices the deadline first
-	// decides the reason: the client's context, or the server's
-	// DEADLINE_EXCEEDED, a fatal code.)
-	s.expect("cancel 1", "cancel 2")
-	p.check(codes.DeadlineExceeded, nil, 2)
-	if clk.Pending() != 0 || srv.Count(grpctest.UnaryCall) != 2 {
-		t.Fatalf("%d timers pending and %d attempts after the deadline", clk.Pending(), srv.Count(grpctest.UnaryCall))
-	}
+	// The deadline must leave the two attempts time to reach the server
+	// (attempt 1 opens the connection): on a busy machine that takes
+	// longer, and a call that ended before they arrived is tried again
+	// with a longer one.
+	stretch.Run(t, time.Second, 16*time.Second, func(d time.Duration) error {
+		s := newScript(t)
+		srv := grpctest.Start(t, s.handlers())
+		cc, clk := hedgeClient(t, srv, hedgeConfig(t, 3, "0.1s", ""), nil)
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		p := start(t, ctx, cc, new(testpb.SimpleResponse))
+		if err := s.expectBefore(p, "start 1"); err != nil {
+			return err
+		}
+		clk.WaitCreated(1)
+		clk.Advance(100 * time.Millisecond)
+		if err := s.expectBefore(p, "start 2"); err != nil {
+			return err
+		}
+		// Neither answers: the call's one deadline ends both, and the
+		// third attempt is never sent. (Which side notices the deadline
+		// first decides the reason: the client's context, or the
+		// server's DEADLINE_EXCEEDED, a fatal code.)
+		select {
+		case <-p.done:
+		case <-time.After(d + 10*time.Second):
+			t.Fatal("the call did not return 10s after its deadline")
+		}
+		s.expect("cancel 1", "cancel 2")
+		p.check(codes.DeadlineExceeded, nil, 2)
+		if clk.Pending() != 0 || srv.Count(grpctest.UnaryCall) != 2 {
+			t.Fatalf("%d timers pending and %d attempts after the deadline", clk.Pending(), srv.Count(grpctest.UnaryCall))
+		}
+		return nil
+	})
 }
 
 func TestHedgeCallerCancels(t *testing.T) {

@@ -286,35 +286,55 @@ func TestDeadlineDuringAttempt(t *testing.T) {
 }
 
 func TestMethodTimeoutApplied(t *testing.T) {
-	cfg := parse(t, fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],"timeout":"2s","retryPolicy":{
-		"maxAttempts":2,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}`, service))
 	each(t, func(t *testing.T, e env) {
-		seen := make(chan time.Duration, 1)
-		srv := e.start(t, handlers{unary: func(in *call) (string, error) {
-			dl, ok := in.ctx.Deadline()
-			if !ok {
-				seen <- -1
-			} else {
-				seen <- time.Until(dl)
+		// The server's deadline is the method's timeout, or the caller's
+		// deadline when that is shorter. Each call must reach the server
+		// and answer within its own: on a busy machine that takes longer,
+		// and a call that ran out of time (or reached the server past its
+		// deadline) is tried again with both twice as long, the method's
+		// timeout four times the caller's deadline.
+		stretch.Run(t, 500*time.Millisecond, 8*time.Second, func(d time.Duration) error {
+			timeout := 4 * d
+			cfg := parse(t, fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],"timeout":"%gs","retryPolicy":{
+				"maxAttempts":2,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}`, service, timeout.Seconds()))
+			type deadline struct {
+				set  bool
+				left time.Duration
 			}
-			return "", nil
-		}})
-		c, _ := e.dialAuto(t, srv, cfg)
-		if _, err := c.unary(context.Background(), "x", nil); err != nil {
-			t.Fatal(err)
-		}
-		if d := <-seen; d <= 0 || d > 2*time.Second {
-			t.Fatalf("server deadline in %v, want within the 2s method timeout", d)
-		}
-		// A caller deadline shorter than the method timeout wins.
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		defer cancel()
-		if _, err := c.unary(ctx, "x", nil); err != nil {
-			t.Fatal(err)
-		}
-		if d := <-seen; d <= 0 || d > 500*time.Millisecond {
-			t.Fatalf("server deadline in %v, want within the caller's 500ms", d)
-		}
+			seen := make(chan deadline, 1)
+			srv := e.start(t, handlers{unary: func(in *call) (string, error) {
+				dl, ok := in.ctx.Deadline()
+				seen <- deadline{ok, time.Until(dl)}
+				return "", nil
+			}})
+			c, _ := e.dialAuto(t, srv, cfg)
+			check := func(ctx context.Context, limit time.Duration, whose string) error {
+				t.Helper()
+				_, err := c.unary(ctx, "x", nil)
+				if err != nil {
+					if e.codeOf(err) == serviceconfig.DeadlineExceeded {
+						return fmt.Errorf("%s %v ran out: %v", whose, limit, err)
+					}
+					t.Fatal(err)
+				}
+				switch sd := <-seen; {
+				case !sd.set:
+					t.Fatalf("the server had no deadline, want %s %v", whose, limit)
+				case sd.left > limit:
+					t.Fatalf("server deadline in %v, want within %s %v", sd.left, whose, limit)
+				case sd.left <= 0:
+					return fmt.Errorf("%s %v had run out when the handler ran", whose, limit)
+				}
+				return nil
+			}
+			if err := check(context.Background(), timeout, "the method timeout"); err != nil {
+				return err
+			}
+			// A caller deadline shorter than the method timeout wins.
+			ctx, cancel := context.WithTimeout(context.Background(), d)
+			defer cancel()
+			return check(ctx, d, "the caller's deadline")
+		})
 	})
 }
 
