@@ -30,10 +30,19 @@ const (
 // Each peer may add peerAllowance samples to an interval, plus one for
 // every peerShare the interval holds. Peers hash into peerSlots counters;
 // those that share one share their allowance.
+//
+// Beside other peers a peer may hold less: while three or more add to an
+// interval, each may add a sample only while it holds at most half as many
+// as all the others together (a third of the interval, and one more); and
+// for crowdGrace after an interval that two or more added to, at most as
+// many as all the others together, so that a peer that comes first in an
+// interval takes no more than the others bring. A peer alone for
+// crowdGrace is alone again: it teaches the baseline by itself.
 const (
 	peerSlots     = 64
 	peerAllowance = 16
 	peerShare     = 8
+	crowdGrace    = 5 * interval
 )
 
 // Method is the latency record of one method of a server: the
@@ -43,6 +52,8 @@ type Method struct {
 	n      int       // samples in hist
 	begun  time.Time // when the current interval began; zero before any
 	peers  [peerSlots]uint16
+	active int  // peers' slots that added to the current interval
+	crowd  bool // two or more added to the last closed interval
 	meds   [intervals]float64 // medians of closed intervals, seconds; 0 = none
 	ends   [intervals]time.Time
 	next   int       // where the next closed interval goes in meds
@@ -70,14 +81,27 @@ func (m *Method) add(now time.Time, s float64, peer uint64) {
 	case age >= interval && m.n >= minSamples:
 		m.close(now)
 	case age >= horizon:
+		// Idle for a horizon: no other peer is about.
 		m.reset(now)
+		m.crowd = false
 	}
 	if !m.expiry.IsZero() && !now.Before(m.expiry) {
 		m.recompute(now)
 	}
 	p := &m.peers[peer%peerSlots]
-	if int(*p) > peerAllowance+m.n/peerShare || m.n >= maxSamples {
+	c := int(*p)
+	if c > peerAllowance+m.n/peerShare || m.n >= maxSamples {
 		return
+	}
+	others := m.n - c
+	switch {
+	case m.active >= 3 && 2*c > others:
+		return
+	case m.crowd && c > others && now.Sub(m.begun) < crowdGrace:
+		return
+	}
+	if c == 0 {
+		m.active++
 	}
 	*p++
 	m.hist[bucket(s)]++
@@ -106,6 +130,7 @@ func (m *Method) median() float64 {
 
 func (m *Method) reset(now time.Time) {
 	m.hist, m.peers, m.n, m.begun, m.check = [numBuckets]uint16{}, [peerSlots]uint16{}, 0, now, 0
+	m.active = 0
 }
 
 // close ends the current interval at now.
@@ -114,6 +139,7 @@ func (m *Method) close(now time.Time) {
 	m.meds[m.next], m.ends[m.next] = med, now
 	m.next = (m.next + 1) % intervals
 	m.typ = med
+	m.crowd = m.active >= 2
 	m.reset(now)
 	m.recompute(now)
 }

@@ -1,5 +1,3 @@
-//go:build shedlowrate
-
 package shedrule
 
 import (
