@@ -52,8 +52,8 @@ type Method struct {
 	n      int       // samples in hist
 	begun  time.Time // when the current interval began; zero before any
 	peers  [peerSlots]uint16
-	active int  // peers' slots that added to the current interval
-	crowd  bool // two or more added to the last closed interval
+	active int                // peers' slots that added to the current interval
+	crowd  bool               // two or more added to the last closed interval
 	meds   [intervals]float64 // medians of closed intervals, seconds; 0 = none
 	ends   [intervals]time.Time
 	next   int       // where the next closed interval goes in meds
