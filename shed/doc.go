@@ -65,10 +65,13 @@
 // own idle latency, so that a health check answering in microseconds does
 // not make a heavy method look queued. It is robust: the median of each
 // interval of at least a second and eight samples, and the lower quartile
-// of those medians over the last 20 seconds, in which each peer IP
-// address adds at most 16 samples plus an eighth of an interval's. No
-// single request moves it, one client among several moves it little, and
-// a sustained overload is taken for normal only after about 15 seconds.
+// of those medians over the last 20 seconds, in which each peer (an IPv4
+// address or an IPv6 /64, whatever its port) adds at most 16 samples plus
+// an eighth of an interval's and, beside two or more other peers, at most
+// half as many as they do. No single request moves it, one client among
+// several moves it little (on a method called ten times a second, as on a
+// busy one), and a sustained overload is taken for normal only after
+// about 15 seconds.
 //
 // # Front doors
 //

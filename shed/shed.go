@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -327,27 +328,39 @@ func (s *Shedder) Admit() (done func(Outcome), pb Pushback) {
 }
 
 // peerOfAddr hashes the IP address of a peer's net.Addr, or its string.
+// A client is its IPv4 address or its IPv6 /64: a host given a /64 can
+// take a new address for every request, and would otherwise be as many
+// peers as it likes.
 func (s *Shedder) peerOfAddr(a net.Addr) uint64 {
 	switch a := a.(type) {
 	case nil:
 		return 0
 	case *net.TCPAddr:
-		return s.peerOfIP(a.IP)
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			return s.peerOfIP(ip)
+		}
 	}
 	return s.peerOfHost(a.String())
 }
 
-func (s *Shedder) peerOfIP(ip net.IP) uint64 {
-	if v4 := ip.To4(); v4 != nil {
-		ip = v4
+func (s *Shedder) peerOfIP(ip netip.Addr) uint64 {
+	ip = ip.Unmap()
+	if ip.Is4() {
+		b := ip.As4()
+		return maphash.Bytes(s.seed, b[:])
 	}
-	return maphash.Bytes(s.seed, ip)
+	b := ip.As16()
+	return maphash.Bytes(s.seed, b[:8])
 }
 
-// peerOfHost hashes the host of a "host:port" address.
+// peerOfHost hashes the host of a "host:port" address: as peerOfAddr
+// does when it is an IP address, and otherwise the string.
 func (s *Shedder) peerOfHost(addr string) uint64 {
 	if host, _, err := net.SplitHostPort(addr); err == nil {
 		addr = host
+	}
+	if ip, err := netip.ParseAddr(addr); err == nil {
+		return s.peerOfIP(ip)
 	}
 	return maphash.String(s.seed, addr)
 }

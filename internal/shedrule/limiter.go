@@ -37,10 +37,18 @@ type Verdict struct {
 // each interval of at least a second (and of at least 8 samples), and the
 // lower quartile of those medians over the last 20 seconds. In each
 // interval a peer may add at most 16 samples plus an eighth of the
-// interval's samples, so that a single request cannot move the baseline
-// and a single client among several can move it little. Each method (up
-// to MaxMethods) has a baseline of its own, so that a cheap method does
-// not make a heavy one look queued.
+// interval's samples, and, beside two or more other peers, at most half
+// as many as they do together (from the interval's start, when the one
+// before had other peers in it), so that a single request cannot move
+// the baseline and a single client among several, however many cheap
+// calls it makes and whenever it makes them, holds at most about a third
+// of an interval's samples and cannot carry its median. While intervals
+// that three or more peers shared so are within the 20 seconds, the
+// baseline is theirs alone, so that a client that had a method to itself
+// does not keep the baseline it taught once others come. A single peer
+// teaches the baseline by itself. Each method (up to MaxMethods) has a
+// baseline of its own, so that a cheap method does not make a heavy one
+// look queued.
 //
 // A Limiter is not safe for concurrent use: its owner locks. The zero
 // value is not usable; use [NewLimiter].
