@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"time"
 )
 
@@ -58,6 +59,7 @@ func (q Quota) check() error {
 type quotaState struct {
 	on      bool    // a quota is in force
 	last    reading // the freshest answer's: later attempts are not in it
+	low     float64 // the lowest remainder since, of answers to attempts before last's
 	reset   time.Time
 	limit   int64
 	maxWait time.Duration
@@ -162,7 +164,7 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 		} else {
 			s.turned(now, reset)
 		}
-		s.on, s.last, s.raw, s.limit = true, cur, reset, q.Limit
+		s.on, s.last, s.low, s.raw, s.limit = true, cur, cur.rem, reset, q.Limit
 		s.fixed, s.shown, s.first, s.reset = true, false, now, reset
 		s.expires = reset.Add(q.Reset)
 		s.from, s.next, s.measured = cur, reading{}, false
@@ -196,9 +198,15 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 		s.limit = q.Limit
 	}
 	if seq <= s.last.seq {
-		return nil // an answer older than the freshest
+		// An answer older than the freshest: the pace keeps to the
+		// freshest. But its attempt, given its turn first, may have
+		// reached the server last (see unanswered): in a window the
+		// remainder only falls, so a lower one is the later, and the
+		// turns count against it.
+		s.low = min(s.low, cur.rem)
+		return nil
 	}
-	s.last = cur
+	s.last, s.low = cur, cur.rem
 	span := now.Sub(s.from.at)
 	fell := s.from.rem - cur.rem
 	if span >= quotaSpanMax || span >= quotaSpan && fell >= quotaFell {
@@ -289,17 +297,35 @@ func (l *AdaptiveRateLimit) quotaCeiling(now time.Time) (float64, bool) {
 	return s.share * s.quota / s.window, true
 }
 
-// left returns the remainder estimated at now, with the attempts given
-// turns since the freshest answer taken off (all of this limiter's, and
-// the others' at the rate the remainder fell); ok is false when no quota
-// is in force.
+// left returns the remainder estimated at now, with the attempts the
+// freshest answer may not count taken off (this limiter's unanswered, see
+// unanswered, and the others' since at the rate the remainder fell); ok
+// is false when no quota is in force.
 func (l *AdaptiveRateLimit) left(now time.Time) (rem float64, ok bool) {
 	s := &l.quota
 	if !s.on || !now.Before(s.reset) {
 		return 0, false
 	}
 	others := max(s.fall-s.rate, 0) * max(now.Sub(s.last.at).Seconds(), 0)
-	return s.last.rem - float64(l.seq-s.last.seq) - others, true
+	return min(s.last.rem, s.low) - l.unanswered() - others, true
+}
+
+// unanswered returns how many of the limiter's attempts the freshest
+// answer's remainder may not count: those given turns after its attempt,
+// and those given turns before it that are not answered yet. On a busy
+// machine an attempt given its turn before another may reach the server
+// after it (its goroutine stalled, its connection still dialling): the
+// later one's answer then publishes a remainder without it, and a turn
+// counted against that remainder alone took the slot the stalled attempt
+// takes, and was refused. (That is what the front doors' tests of
+// WithRateLimitQuota met under load: a refusal just before the reset.)
+// Attempts more than 64 turns back are taken as answered.
+func (l *AdaptiveRateLimit) unanswered() float64 {
+	k := l.seq - l.quota.last.seq
+	if k >= 64 {
+		return float64(k)
+	}
+	return float64(k + int64(bits.OnesCount64(l.open>>k)))
 }
 
 // quotaTurn returns when an attempt whose turn is at may go as the quota

@@ -203,3 +203,59 @@ func TestQuotaTurnCountsOthers(t *testing.T) {
 	}
 	t.Fatal("no turn of ten waits for the reset, with 10 left and the remainder falling by 40 a second")
 }
+
+// TestQuotaTurnCountsAttemptsReordered: an attempt given its turn before
+// another may reach the server after it (on a busy machine its goroutine
+// stalls), and the later attempt's answer then publishes a remainder
+// that does not count it. A turn is held for the reset when the
+// remainder, with every attempt not answered yet taken off, is spent; and
+// the earlier attempt's answer, which comes last with the lower
+// remainder, is not passed over as older. Here a window of 15 in 3s has 2
+// left when B's answer comes, A (given its turn before B) still on its
+// way, then 1 when A's comes: either way one more turn fits before the
+// reset, not two.
+func TestQuotaTurnCountsAttemptsReordered(t *testing.T) {
+	for _, answered := range []bool{false, true} {
+		l := newQuotaLimit(t)
+		t0 := time.Unix(1_000_000, 0)
+		quota := func(rem int64, at, reset time.Time) RateFeedback {
+			return RateFeedback{Quota: Quota{Remaining: rem, Reset: reset.Sub(at), Limit: 15}}
+		}
+		observe := func(r Reservation, at time.Time, f RateFeedback) {
+			t.Helper()
+			if err := l.Observe(r, at, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A first window, then the next one seen from its start.
+		observe(l.Reserve(t0), t0, quota(14, t0, t0.Add(3*time.Second)))
+		t1 := t0.Add(3 * time.Second)
+		reset := t1.Add(3 * time.Second)
+		observe(l.Reserve(t1), t1, quota(14, t1, reset))
+		a, b := l.Reserve(t1), l.Reserve(t1)
+		if !a.Time().Before(b.Time()) || !b.Time().Before(reset) {
+			t.Fatalf("turns at %v and %v after the window's start, want both before the reset at 3s", a.Time().Sub(t1), b.Time().Sub(t1))
+		}
+		// Other processes took 11 at the window's start; B reached the
+		// server before A.
+		now := t1.Add(200 * time.Millisecond)
+		observe(b, now, quota(2, now, reset))
+		if answered {
+			now = now.Add(10 * time.Millisecond)
+			observe(a, now, quota(1, now, reset))
+		}
+		n := 0
+		for range 5 {
+			if l.Reserve(now).Time().Before(reset) {
+				n++
+			}
+		}
+		if n != 1 {
+			if answered {
+				t.Errorf("%d turns before the reset after B's answer said 2 left and A's, later, 1; want 1", n)
+			} else {
+				t.Errorf("%d turns before the reset with 2 left and A on its way, want 1", n)
+			}
+		}
+	}
+}

@@ -292,6 +292,7 @@ type AdaptiveRateLimit struct {
 	cuts     int64     // cuts so far
 	cutSeq   int64     // attempts sent before the last cut
 	seq      int64     // attempts sent
+	open     uint64    // bit i: the attempt seq-i is neither answered nor given back
 	holdTill time.Time // the server's explicit wait: no climb before
 	refused  time.Time // the last attempt refused for its deadline
 
@@ -411,6 +412,14 @@ func (l *AdaptiveRateLimit) took(now time.Time) {
 		l.sent++
 	}
 	l.seq++
+	l.open = l.open<<1 | 1
+}
+
+// settled notes that the attempt seq was answered, or will not go.
+func (l *AdaptiveRateLimit) settled(seq int64) {
+	if d := l.seq - seq; seq > 0 && d >= 0 && d < 64 {
+		l.open &^= 1 << d
+	}
 }
 
 // endSlowStart ends the slow start and lets every attempt waiting in it
@@ -441,7 +450,7 @@ func (l *AdaptiveRateLimit) answered(r Reservation) {
 // that later reservations have counted on are not given back (as in
 // golang.org/x/time/rate): they would go earlier than promised.
 func (l *AdaptiveRateLimit) Cancel(r Reservation, now time.Time) {
-	if !r.paid && !r.slot && r.answer == nil {
+	if !r.paid && !r.slot && r.answer == nil && r.seq == 0 {
 		return
 	}
 	l.mu.Lock()
@@ -450,6 +459,7 @@ func (l *AdaptiveRateLimit) Cancel(r Reservation, now time.Time) {
 		l.waiting = max(l.waiting-1, 0)
 		return
 	}
+	l.settled(r.seq)
 	l.answered(r)
 	if !r.paid || !l.enabled || !r.at.After(now) {
 		return
@@ -472,6 +482,7 @@ func (l *AdaptiveRateLimit) Observe(r Reservation, now time.Time, f RateFeedback
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.measure(now)
+	l.settled(r.seq)
 	l.answered(r)
 	err := l.publish(f.Quota, r.seq, now)
 	l.observe(r, now, f)
@@ -590,6 +601,7 @@ func (l *AdaptiveRateLimit) Ready(r Reservation, now time.Time) (time.Time, bool
 		return now, true
 	}
 	if r.cut != l.cuts {
+		l.settled(r.seq) // the attempt takes a new turn instead
 		return time.Time{}, false
 	}
 	at := now
