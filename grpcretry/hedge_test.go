@@ -143,6 +143,12 @@ func (s *script) expect(want ...string) {
 			s.t.Fatalf("events %v, still waiting for %v", got, want)
 		}
 	}
+	s.match(got, want)
+}
+
+// match fails unless got holds the events of want, in any order.
+func (s *script) match(got, want []string) {
+	s.t.Helper()
 	slices.Sort(got)
 	w := slices.Clone(want)
 	slices.Sort(w)
@@ -178,12 +184,7 @@ func (s *script) expectBefore(p *pending, want ...string) error {
 		}
 		got = append(got, e)
 	}
-	slices.Sort(got)
-	w := slices.Clone(want)
-	slices.Sort(w)
-	if !slices.Equal(got, w) {
-		s.t.Fatalf("events %v, want %v", got, want)
-	}
+	s.match(got, want)
 	return nil
 }
 

@@ -24,15 +24,14 @@ type lowRate struct {
 // below floor (the honest latencies' lower quartile, less one histogram
 // bucket), or -1.
 type lowRateResult struct {
-	shed      int
-	ratio     float64
-	limit     int
-	floor     time.Duration
-	lastLow   time.Duration
-	baseline  time.Duration
-	quartile  time.Duration
-	nHonest   int
-	nAttacker int
+	shed     int
+	ratio    float64
+	limit    int
+	floor    time.Duration
+	lastLow  time.Duration
+	baseline time.Duration
+	quartile time.Duration
+	nHonest  int
 }
 
 func (s lowRate) run(c Config, settle time.Duration) lowRateResult {
@@ -78,8 +77,7 @@ func (s lowRate) run(c Config, settle time.Duration) lowRateResult {
 		return 0
 	})
 	sorted := slices.Sorted(slices.Values(honest))
-	res := lowRateResult{limit: c.MaxLimit, lastLow: -1, quartile: sorted[(len(sorted)-1)/4],
-		nHonest: nHonest, nAttacker: n - nHonest}
+	res := lowRateResult{limit: c.MaxLimit, lastLow: -1, quartile: sorted[(len(sorted)-1)/4], nHonest: nHonest}
 	res.floor = time.Duration(float64(res.quartile) * math.Exp2(-1.0/bucketsPerOctave))
 	l := NewLimiter(c)
 	m := l.Method("/svc/Rare")
