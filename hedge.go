@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/rebound-go/rebound/internal/gopanic"
+	"github.com/rebound-go/rebound/internal/hedgehook"
 )
+
+func init() { hedgehook.Commit = commit }
 
 // HedgingPolicy is A6's hedgingPolicy. The zero value is not valid:
 // MaxAttempts must be set.
@@ -105,7 +108,11 @@ func (c *attemptContext) Value(key any) any {
 // reports whether the call is committed to this attempt: false when
 // another attempt committed first, or ctx is not a hedged attempt's. It is
 // safe to call from any goroutine, more than once.
-func Commit(ctx context.Context) bool {
+func Commit(ctx context.Context) bool { return commit(ctx, nil) }
+
+// commit is Commit, calling then (when not nil) once ctx's attempt has won,
+// before the machinery is told (see hedgehook.Commit).
+func commit(ctx context.Context, then func(context.Context)) bool {
 	a, ok := ctx.Value(attemptKey{}).(*attemptContext)
 	if !ok {
 		return false
@@ -117,6 +124,9 @@ func Commit(ctx context.Context) bool {
 			a.st.startStopped = true // no hedge is due any more
 		}
 		a.st.mu.Unlock()
+		if then != nil {
+			then(ctx)
+		}
 		if c != nil {
 			c <- struct{}{} // buffered for the one commit
 		}

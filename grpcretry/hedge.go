@@ -18,6 +18,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/a6"
 	"github.com/rebound-go/rebound/internal/distinct"
+	"github.com/rebound-go/rebound/internal/hedgehook"
 	"github.com/rebound-go/rebound/internal/observe"
 	"github.com/rebound-go/rebound/serviceconfig"
 )
@@ -179,12 +180,17 @@ func (c *headerContext) Value(key any) any {
 }
 
 // received takes the attempt's response headers, from callStats, and
-// reports whether they commit the call to this attempt.
-func (c *headerContext) received(md *metadata.MD) bool {
+// commits the call to this attempt when no other attempt has: the commit is
+// traced before the other attempts are cancelled, and so before they end.
+func (c *headerContext) received(md *metadata.MD) {
 	c.header.Store(md)
 	c.sawStats()
-	return rebound.Commit(c.Context)
+	hedgehook.Commit(c, committedHeaders)
 }
+
+// committedHeaders traces the commit of ctx's attempt by its response
+// headers.
+func committedHeaders(ctx context.Context) { attemptSpan(ctx).Committed(whyHeaders) }
 
 // receivedTrailer takes the attempt's trailer, from callStats.
 func (c *headerContext) receivedTrailer(md *metadata.MD) {

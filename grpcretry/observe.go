@@ -47,9 +47,7 @@ func (callStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		// Only a hedged attempt listens: a unary one's headers commit
 		// the call; a stream's are noted for its hedging delay.
 		if c, ok := ctx.Value(headerKey{}).(*headerContext); ok {
-			if c.received(&s.Header) {
-				attemptSpan(c).Committed(whyHeaders)
-			}
+			c.received(&s.Header)
 		} else if s := hedgedStream(ctx); s != nil {
 			s.sawHeaders.Store(true) // see startHedged
 		}
