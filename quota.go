@@ -79,6 +79,7 @@ type quotaState struct {
 	quota  float64
 	window float64   // seconds
 	prev   time.Time // the reset of the window before
+	opened int64     // the last attempt given a turn before the window's first answer
 	turns  int       // windows whose length was measured
 
 	// The reset as read (the earliest of the window's answers); whether
@@ -147,6 +148,9 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 	s := &l.quota
 	reset := now.Add(q.Reset)
 	same := s.on && now.Before(s.reset) && !reset.After(s.raw.Add(windowSlop))
+	if same && seq <= s.opened && s.stale(reset) {
+		return nil
+	}
 	if same && s.limit != 0 && q.Limit != 0 && q.Limit != s.limit {
 		return fmt.Errorf("%w: limit %d within the window of limit %d", ErrQuota, q.Limit, s.limit)
 	}
@@ -165,6 +169,7 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 			s.turned(now, reset)
 		}
 		s.on, s.last, s.low, s.raw, s.limit = true, cur, cur.rem, reset, q.Limit
+		s.opened = l.seq
 		s.fixed, s.shown, s.first, s.reset = true, false, now, reset
 		s.expires = reset.Add(q.Reset)
 		s.from, s.next, s.measured = cur, reading{}, false
@@ -220,6 +225,19 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 	}
 	l.steer(now, false)
 	return nil
+}
+
+// stale reports whether an answer that puts the reset at reset, taken for
+// one of the window in force, to an attempt given its turn before this
+// window's first answer came (s.opened), is the window before's, read after
+// this window began (its goroutine stalled, its stream read late): its
+// reset is nearer the window before's than this window's. It
+// says nothing of this window: taken for it, its reset would pull this
+// window's back, hold turns until then, and shorten the window's measured
+// length (TestQuotaStaleAnswerIgnored). An answer of this window puts the
+// reset within a second or so of this window's, whenever its attempt went.
+func (s *quotaState) stale(reset time.Time) bool {
+	return !s.prev.IsZero() && reset.Sub(s.prev) < s.raw.Sub(reset)
 }
 
 // turned notes, at now, the first answer of a window that resets at

@@ -259,3 +259,54 @@ func TestQuotaTurnCountsAttemptsReordered(t *testing.T) {
 		}
 	}
 }
+
+// An answer of the window before, read after the next window began (its
+// goroutine stalled, or its stream was read late), says nothing of the
+// window in force: the reset, the pace and the window's length stay as the
+// window's own answers put them, and turns are not held for it.
+func TestQuotaStaleAnswerIgnored(t *testing.T) {
+	l := newQuotaLimit(t)
+	t0 := time.Unix(1_000_000, 0)
+	const w = 5 * time.Second
+	observe := func(r Reservation, at time.Time, rem int64, reset time.Duration) {
+		t.Helper()
+		if err := l.Observe(r, at, RateFeedback{Quota: Quota{Remaining: rem, Reset: reset, Limit: 50}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Three windows seen from their start: the length is measured.
+	t2 := t0.Add(2 * w)
+	reset := t2.Add(w)
+	var stale Reservation
+	for i := range 3 {
+		at := t0.Add(time.Duration(i) * w)
+		if i == 2 {
+			stale = l.Reserve(at.Add(-100 * time.Millisecond)) // sent in the window before
+		}
+		observe(l.Reserve(at), at, 49, w)
+	}
+	observe(l.Reserve(t2.Add(100*time.Millisecond)), t2.Add(100*time.Millisecond), 45, w-100*time.Millisecond)
+	before, _ := l.quotaCeiling(t2.Add(100 * time.Millisecond))
+	// The server answered the stale attempt at t2-50ms, "reset in 1 s"
+	// (rounded up), with nothing left; read 650 ms later.
+	at := t2.Add(600 * time.Millisecond)
+	observe(stale, at, 0, time.Second)
+	if !l.quota.reset.Equal(reset) {
+		t.Errorf("reset at %v after the stale answer, want the window's own, %v", l.quota.reset.Sub(t2), reset.Sub(t2))
+	}
+	if r := l.Reserve(at); r.Time().Sub(at) > 500*time.Millisecond {
+		t.Errorf("a turn %v after the stale answer with 45 left, want one within the pace", r.Time().Sub(at))
+	}
+	// The window's next answer, and the window after: its length is
+	// still 5 s, and the pace as before.
+	at = t2.Add(time.Second)
+	observe(l.Reserve(at), at, 40, reset.Sub(at))
+	at = reset.Add(50 * time.Millisecond)
+	observe(l.Reserve(at), at, 49, w-50*time.Millisecond)
+	if l.quota.window != w.Seconds() {
+		t.Errorf("window %vs after the stale answer, want %vs", l.quota.window, w.Seconds())
+	}
+	if after, _ := l.quotaCeiling(at); after > 1.5*before {
+		t.Errorf("pace %.1f/s after the stale answer, was %.1f/s", after, before)
+	}
+}

@@ -122,6 +122,48 @@ func TestPerAttemptTimeoutUnaryRetries(t *testing.T) {
 	})
 }
 
+// A unary attempt is bounded as a whole: one that sent its headers and
+// then hung is cut by its timer all the same, and, nothing of it having
+// reached the application, retried (it used to end the call, committed,
+// with an error that said the response had not started).
+func TestPerAttemptTimeoutUnaryHeadersThenHang(t *testing.T) {
+	t.Parallel()
+	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {
+		srv := grpctest.Start(t, grpctest.Handlers{Unary: func(ctx context.Context, i int, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			if i == 1 {
+				if err := grpc.SendHeader(ctx, metadata.Pairs("attempt", "1")); err != nil {
+					return nil, err
+				}
+				<-ctx.Done()
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+			return &testpb.SimpleResponse{}, nil
+		}})
+		c, err := grpcretry.New(retryConfig(t, 3, `"UNAVAILABLE"`, ""), grpcretry.WithPerAttemptTimeout(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := testpb.NewTestServiceClient(srv.Dial(t, c.DialOptions()...))
+		var n int
+		var header metadata.MD
+		_, err = tc.UnaryCall(context.Background(), grpctest.Request("x"), grpcretry.CountAttempts(&n), grpc.Header(&header))
+		st := c.Stats()[grpctest.UnaryCall]
+		if errors.Is(err, rebound.ErrCommitted) {
+			t.Fatalf("%v after %d attempts: the cut attempt committed the call", err, n)
+		}
+		if !allCut(err, n, st.AttemptTimeouts) {
+			t.Fatalf("%v after %d attempts, %d cut: every attempt but one that answered must have been cut", err, n, st.AttemptTimeouts)
+		}
+		if err != nil || n > 2 {
+			return tooSlow(fmt.Sprint(err), n, 2, st.AttemptTimeouts)
+		}
+		if srv.Count(grpctest.UnaryCall) != 2 || len(header.Get("attempt")) != 0 {
+			t.Fatalf("server saw %d attempts, header %v; want 2, and the second attempt's header", srv.Count(grpctest.UnaryCall), header)
+		}
+		return nil
+	})
+}
+
 func TestPerAttemptTimeoutUnaryEveryAttemptHangs(t *testing.T) {
 	t.Parallel()
 	stretch.Run(t, attemptTimeout, maxAttemptTimeout, func(d time.Duration) error {

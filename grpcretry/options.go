@@ -101,7 +101,10 @@ func WithRandom(r rebound.Random) Option {
 // message, or a Trailers-Only status. A committed stream, however long, is
 // never cut. A unary attempt's deadline is the earlier of its start plus d
 // and the call's deadline, and goes to the server as grpc-timeout, so the
-// server drops work the client has given up on; a streaming attempt keeps
+// server drops work the client has given up on. It bounds the attempt as a
+// whole: one whose headers came but whose answer did not complete in time
+// is cut too, and, nothing of it having reached the application, retried
+// like any cut attempt. A streaming attempt keeps
 // the call's deadline on the wire (a server would otherwise cut it at d
 // after it committed), and its timer is the client's alone, as in gRPC
 // core.

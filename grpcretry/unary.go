@@ -390,12 +390,18 @@ func (u *unaryCall) judge(err error, timedOut bool, as *observe.AttemptSpan, v *
 		}
 		return struct{}{}, nil
 	}
-	// Headers before the status mean the response had started: A6
-	// commits the call (trailers-only responses leave header nil).
-	committed := u.md.header != nil || u.unbuffered
+	// A request that cannot be sent again commits the call. So do
+	// headers before the status, which mean the response had started
+	// (A6; trailers-only responses leave header nil), unless the
+	// attempt's timer cut it: a unary attempt is bounded as a whole
+	// (perattempt.WithDeadline), so one cut by its timer delivered
+	// nothing, whatever came before, and is retried as any cut attempt
+	// is.
+	committed := u.unbuffered
 	if !committed && !u.sized {
 		committed = !u.buffer()
 	}
+	headers := u.md.header != nil && !timedOut
 	// The failure is classified where the loop will read it: the first
 	// in the call's retry state, made now, a later one in its own.
 	first := u.retry == nil
@@ -411,10 +417,10 @@ func (u *unaryCall) judge(err error, timedOut bool, as *observe.AttemptSpan, v *
 		v.Release() // no classifier judged the answer, if one came
 	} else {
 		retryable := u.codes.Has(serviceconfig.Code(status.Code(err)))
-		f.Info = u.c.opts.verdict(v, u.method, a6.Info(retryable, u.md.trailer[a6.PushbackHeader], committed), err, u.md.header, u.md.trailer)
+		f.Info = u.c.opts.verdict(v, u.method, a6.Info(retryable, u.md.trailer[a6.PushbackHeader], committed || headers), err, u.md.header, u.md.trailer)
 	}
 	f.Err, u.last = err, err
-	if u.md.header != nil {
+	if headers {
 		as.Committed(whyHeaders)
 	}
 	if as != nil {
