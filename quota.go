@@ -77,10 +77,11 @@ type quotaState struct {
 	// reading the same server comes to the same two numbers.
 	share  float64
 	quota  float64
-	window float64   // seconds
-	prev   time.Time // the reset of the window before
-	opened int64     // the last attempt given a turn before the window's first answer
-	turns  int       // windows whose length was measured
+	window float64       // seconds
+	prev   time.Time     // the reset of the window before
+	opened int64         // the last attempt given a turn before the window's first answer
+	slop   time.Duration // how far after raw an answer of the window may put the reset
+	turns  int           // windows whose length was measured
 
 	// The reset as read (the earliest of the window's answers); whether
 	// every answer read the same (fixed), and answers that were not a
@@ -112,7 +113,8 @@ type reading struct {
 const fixedSlop = 50 * time.Millisecond
 
 // windowSlop is how far apart two answers may put the reset of one
-// window: the reset is published in whole seconds, rounded.
+// window: the reset is published in whole seconds, rounded. Half the
+// window's length, when that is more (see quotaState.slop).
 const windowSlop = 1100 * time.Millisecond
 
 // The span the remainder's fall is measured over: at least quotaSpan,
@@ -147,7 +149,7 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 	}
 	s := &l.quota
 	reset := now.Add(q.Reset)
-	same := s.on && now.Before(s.reset) && !reset.After(s.raw.Add(windowSlop))
+	same := s.on && now.Before(s.reset) && !reset.After(s.raw.Add(s.slop))
 	if same && seq <= s.opened && s.stale(reset) {
 		return nil
 	}
@@ -184,6 +186,7 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 				s.quota = float64(q.Limit)
 			}
 		}
+		s.slop = max(windowSlop, time.Duration(s.window*float64(time.Second)/2))
 		l.steer(now, first)
 		return nil
 	}
@@ -227,6 +230,15 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 	return nil
 }
 
+// slop (a field of quotaState) is how far after the window's reset an
+// answer may put it and still be of the window: windowSlop, or half the
+// window's length when that is more. An answer read late (its goroutine stalled, its stream read late)
+// puts the reset as much later, on top of up to a second of rounding; the
+// next window's answers put it a window later. Taking a late answer for a
+// new window would measure the window's length as the second or two
+// between the two readings, and pace the next window that many times too
+// fast (TestQuotaLateAnswerSameWindow).
+
 // stale reports whether an answer that puts the reset at reset, taken for
 // one of the window in force, to an attempt given its turn before this
 // window's first answer came (s.opened), is the window before's, read after
@@ -256,7 +268,7 @@ func (s *quotaState) stale(reset time.Time) bool {
 // second, is taken off such resets, which brings the one process that
 // sends the whole quota to its end instead of stopping short.
 func (s *quotaState) turned(now, reset time.Time) {
-	if !reset.After(s.raw.Add(windowSlop)) {
+	if !reset.After(s.raw.Add(s.slop)) {
 		return // not a later window: a reset read anew
 	}
 	if !s.prev.IsZero() {

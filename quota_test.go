@@ -310,3 +310,39 @@ func TestQuotaStaleAnswerIgnored(t *testing.T) {
 		t.Errorf("pace %.1f/s after the stale answer, was %.1f/s", after, before)
 	}
 }
+
+// An answer read late (its goroutine stalled, its stream read half a second
+// after the server wrote it), whose reset in whole seconds was rounded up,
+// puts the window's reset more than a second after the others: it is still
+// the window's, not the start of a new one, which would cut the window's
+// measured length to the second or two between the two readings and pace
+// the next window that many times too fast.
+func TestQuotaLateAnswerSameWindow(t *testing.T) {
+	l := newQuotaLimit(t)
+	t0 := time.Unix(1_000_000, 0)
+	const w = 5 * time.Second
+	observe := func(at time.Time, rem int64, reset time.Duration) {
+		t.Helper()
+		if err := l.Observe(l.Reserve(at), at, RateFeedback{Quota: Quota{Remaining: rem, Reset: reset, Limit: 50}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		observe(t0.Add(time.Duration(i)*w), 49, w)
+	}
+	t2 := t0.Add(2 * w)
+	// Written at t2+1.99s, "reset in 4 s" (3.01 rounded up), read at
+	// t2+2.5s: a reset 1.5 s after the window's.
+	observe(t2.Add(2500*time.Millisecond), 40, 4*time.Second)
+	observe(t2.Add(2600*time.Millisecond), 39, 3*time.Second)
+	if !l.quota.reset.Equal(t2.Add(w)) || l.quota.window != w.Seconds() {
+		t.Errorf("reset %v, window %vs after a late answer; want %v, %vs", l.quota.reset.Sub(t2), l.quota.window, w, w.Seconds())
+	}
+	for i := range 2 {
+		at := t2.Add(time.Duration(i+1) * w)
+		observe(at, 49, w)
+	}
+	if l.quota.window != w.Seconds() {
+		t.Errorf("window %vs two windows after a late answer, want %vs", l.quota.window, w.Seconds())
+	}
+}
