@@ -47,8 +47,11 @@ func TestCommitThenBeforeOthersCancelled(t *testing.T) {
 			return 0, ctx.Err()
 		}
 		ctx = context.WithValue(ctx, winnerKey{}, true)
-		if !hedgehook.Commit(ctx, then) || !hedgehook.Commit(ctx, then) {
+		if !hedgehook.Commit(ctx, then) {
 			return 0, errors.New("the commit was refused")
+		}
+		if !hedgehook.Commit(ctx, then) { // again: still this attempt's, then not called
+			return 0, errors.New("the second commit was refused")
 		}
 		return n, nil
 	})
