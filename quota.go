@@ -77,11 +77,10 @@ type quotaState struct {
 	// reading the same server comes to the same two numbers.
 	share  float64
 	quota  float64
-	window float64       // seconds
-	prev   time.Time     // the reset of the window before
-	opened int64         // the last attempt given a turn before the window's first answer
-	slop   time.Duration // how far after raw an answer of the window may put the reset
-	turns  int           // windows whose length was measured
+	window float64   // seconds
+	prev   time.Time // the reset of the window before
+	opened int64     // the last attempt given a turn before the window's first answer
+	turns  int       // windows whose length was measured
 
 	// The reset as read (the earliest of the window's answers); whether
 	// every answer read the same (fixed), and answers that were not a
@@ -149,7 +148,7 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 	}
 	s := &l.quota
 	reset := now.Add(q.Reset)
-	same := s.on && now.Before(s.reset) && !reset.After(s.raw.Add(s.slop))
+	same := s.on && now.Before(s.reset) && !reset.After(s.raw.Add(s.slop()))
 	if same && seq <= s.opened && s.stale(reset) {
 		return nil
 	}
@@ -186,7 +185,6 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 				s.quota = float64(q.Limit)
 			}
 		}
-		s.slop = max(windowSlop, time.Duration(s.window*float64(time.Second)/2))
 		l.steer(now, first)
 		return nil
 	}
@@ -230,24 +228,27 @@ func (l *AdaptiveRateLimit) publish(q Quota, seq int64, now time.Time) error {
 	return nil
 }
 
-// slop (a field of quotaState) is how far after the window's reset an
-// answer may put it and still be of the window: windowSlop, or half the
-// window's length when that is more. An answer read late (its goroutine stalled, its stream read late)
+// slop is how far after the window's reset an answer may put it and still
+// be of the window: windowSlop, or half the window's length when that is
+// more. An answer read late (its goroutine stalled, its stream read late)
 // puts the reset as much later, on top of up to a second of rounding; the
 // next window's answers put it a window later. Taking a late answer for a
 // new window would measure the window's length as the second or two
 // between the two readings, and pace the next window that many times too
 // fast (TestQuotaLateAnswerSameWindow).
+func (s *quotaState) slop() time.Duration {
+	return max(windowSlop, time.Duration(s.window*float64(time.Second)/2))
+}
 
 // stale reports whether an answer that puts the reset at reset, taken for
 // one of the window in force, to an attempt given its turn before this
-// window's first answer came (s.opened), is the window before's, read after
-// this window began (its goroutine stalled, its stream read late): its
-// reset is nearer the window before's than this window's. It
-// says nothing of this window: taken for it, its reset would pull this
-// window's back, hold turns until then, and shorten the window's measured
-// length (TestQuotaStaleAnswerIgnored). An answer of this window puts the
-// reset within a second or so of this window's, whenever its attempt went.
+// window's first answer came (s.opened), is the window before's, read
+// after this window began (its goroutine stalled, its stream read late):
+// its reset is nearer the window before's than this window's. It says
+// nothing of this window: taken for it, its reset would pull this window's
+// back, hold turns until then, and shorten the window's measured length
+// (TestQuotaStaleAnswerIgnored). An answer of this window puts the reset
+// within a second or so of this window's, whenever its attempt went.
 func (s *quotaState) stale(reset time.Time) bool {
 	return !s.prev.IsZero() && reset.Sub(s.prev) < s.raw.Sub(reset)
 }
@@ -268,7 +269,7 @@ func (s *quotaState) stale(reset time.Time) bool {
 // second, is taken off such resets, which brings the one process that
 // sends the whole quota to its end instead of stopping short.
 func (s *quotaState) turned(now, reset time.Time) {
-	if !reset.After(s.raw.Add(s.slop)) {
+	if !reset.After(s.raw.Add(s.slop())) {
 		return // not a later window: a reset read anew
 	}
 	if !s.prev.IsZero() {
